@@ -1,0 +1,41 @@
+# fleetspend — two commands take a fresh clone to the report: `make demo`, `make test`.
+# Everything is installed here, into .venv, from the exact pins in requirements.lock.
+
+PYTHON      ?= python3.11
+VENV        := .venv
+BIN         := $(VENV)/bin
+STAMP       := $(VENV)/.installed
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+export FLEETSPEND_WAREHOUSE ?= $(CURDIR)/data/warehouse/fleetspend.duckdb
+
+.PHONY: install demo test test-fast ui bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	touch $(STAMP)
+
+$(DAGSTER_HOME)/dagster.yaml:
+	mkdir -p $(DAGSTER_HOME)
+	touch $(DAGSTER_HOME)/dagster.yaml
+
+demo: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster asset materialize -m pipelines.definitions --select '*'
+	$(BIN)/python -m pipelines.summary
+
+test: install
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m 'not slow'
+
+ui: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/dagster dev -m pipelines.definitions -h 127.0.0.1 -p 3000
+
+bench: install
+	$(BIN)/python bench/replay_bench.py
+
+clean:
+	rm -rf data/warehouse data/reports $(DAGSTER_HOME)

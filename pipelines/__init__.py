@@ -1,0 +1,1 @@
+"""fleetspend: where an LLM serving fleet's time and money go."""

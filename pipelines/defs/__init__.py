@@ -1,0 +1,1 @@
+"""Dagster wiring: thin assets that move tables between the domain layers and the warehouse."""

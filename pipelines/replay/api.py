@@ -1,0 +1,147 @@
+"""Replay a request log on a deployment: Polars in, the `request_stages` columns out.
+
+Stage definitions (they hold exactly, per request):
+
+    queue_s   = admitted - arrival                 waiting for a batch slot and KV blocks
+    prefill_s = first token - admitted             the prompt's prefill (possibly in chunks)
+    decode_s  = finished - first token             output tokens 2..n, one per step
+    network_s = one-way latency + bytes_per_token / bandwidth   what the client waits beyond
+                                                   the last token
+    e2e_s     = queue_s + prefill_s + decode_s + network_s
+    ttft_s    = queue_s + prefill_s + one-way latency (the first byte's trip to the client)
+    tpot_s    = decode_s / (output_tokens - 1), null for one-token outputs
+
+Times are seconds from the trace start (`arrival_s` = 0 at the first request).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from pipelines.replay.engine import simulate
+from pipelines.roofline.deployment import Deployment
+
+STAGE_COLUMNS = [
+    "request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens", "replica",
+    "admitted_s", "first_token_s", "finished_s", "queue_s", "prefill_s", "decode_s", "network_s",
+    "ttft_s", "tpot_s", "e2e_s", "preemptions", "prefill_gpu_s", "decode_gpu_s", "gpu_s",
+    "bound",
+]
+
+
+class ReplayError(ValueError):
+    """The requests cannot be replayed on this deployment (the message says why)."""
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    stages: pl.DataFrame      # one row per request, STAGE_COLUMNS
+    timeline: pl.DataFrame    # one row per replica and time bin
+    span_s: float             # replayed span: trace start to the last request's last token
+
+    @property
+    def idle_gpu_s(self) -> float:
+        return float(self.timeline["idle_gpu_s"].sum())
+
+
+def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
+    missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(requests.columns)
+    if missing:
+        raise ReplayError(f"requests lack column(s) {sorted(missing)}")
+    frame = requests.with_columns(
+        pl.col("request_id") if "request_id" in requests.columns
+        else pl.int_range(pl.len(), dtype=pl.Int64).cast(pl.String).alias("request_id"),
+        pl.col("cached_tokens").fill_null(0) if "cached_tokens" in requests.columns
+        else pl.lit(0, pl.Int64).alias("cached_tokens"),
+    ).sort("arrival_s", maintain_order=True)
+    bad = frame.filter(
+        (pl.col("prompt_tokens") < 1) | (pl.col("output_tokens") < 1)
+        | (pl.col("cached_tokens") < 0) | (pl.col("cached_tokens") >= pl.col("prompt_tokens"))
+        | pl.col("arrival_s").is_null() | (pl.col("arrival_s") < 0)
+    )
+    if bad.height:
+        raise ReplayError(
+            f"{bad.height} request(s) have invalid fields (need prompt_tokens >= 1, "
+            f"output_tokens >= 1, 0 <= cached_tokens < prompt_tokens, arrival_s >= 0), "
+            f"first: {bad.row(0, named=True)}"
+        )
+    capacity = deployment.kv_capacity_tokens
+    too_long = frame.filter(pl.col("prompt_tokens") + pl.col("output_tokens") > capacity)
+    if too_long.height:
+        raise ReplayError(
+            f"{too_long.height} request(s) need more KV cache than one replica of "
+            f"{deployment.name!r} holds ({capacity} tokens), e.g. "
+            f"{too_long['prompt_tokens'][0]}+{too_long['output_tokens'][0]} tokens"
+        )
+    return frame
+
+
+def replay_fleet(requests: pl.DataFrame, deployment: Deployment, bin_s: float = 60.0) -> ReplayResult:
+    """Replay on every replica of `deployment`; per-request stages plus the fleet timeline."""
+    frame = _validated(requests, deployment)
+    sched = deployment.scheduler
+    if frame.height == 0:
+        raise ReplayError("no requests to replay")
+    (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
+     timeline) = simulate(
+        frame["arrival_s"].cast(pl.Float64).to_numpy(),
+        frame["prompt_tokens"].cast(pl.Int64).to_numpy(),
+        frame["output_tokens"].cast(pl.Int64).to_numpy(),
+        frame["cached_tokens"].cast(pl.Int64).to_numpy(),
+        deployment.coefficients,
+        deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
+        sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
+        sched.kv_block_tokens, float(bin_s),
+    )
+    gpus = float(deployment.gpus_per_replica)
+    net = deployment.network
+    stages = frame.select("request_id", "arrival_s", "prompt_tokens", "output_tokens",
+                          "cached_tokens").with_columns(
+        replica=pl.Series(replica, dtype=pl.Int32),
+        admitted_s=admitted, first_token_s=first, finished_s=finished,
+        preemptions=pl.Series(preemptions, dtype=pl.Int32),
+        prefill_gpu_s=prefill_gpu * gpus, decode_gpu_s=decode_gpu * gpus,
+        compute_gpu_s=compute_gpu * gpus,
+    ).with_columns(
+        queue_s=pl.col("admitted_s") - pl.col("arrival_s"),
+        prefill_s=pl.col("first_token_s") - pl.col("admitted_s"),
+        decode_s=pl.col("finished_s") - pl.col("first_token_s"),
+        network_s=pl.lit(net.tail_s),
+        gpu_s=pl.col("prefill_gpu_s") + pl.col("decode_gpu_s"),
+    ).with_columns(
+        ttft_s=pl.col("queue_s") + pl.col("prefill_s") + net.one_way_s,
+        tpot_s=pl.when(pl.col("output_tokens") > 1)
+        .then(pl.col("decode_s") / (pl.col("output_tokens") - 1)),
+        e2e_s=pl.col("queue_s") + pl.col("prefill_s") + pl.col("decode_s") + pl.col("network_s"),
+        bound=pl.when(pl.col("compute_gpu_s") * 2 >= pl.col("gpu_s"))
+        .then(pl.lit("compute")).otherwise(pl.lit("memory")),
+    ).select(STAGE_COLUMNS)
+    span = float(np.max(finished))
+    return ReplayResult(stages, _timeline_frame(timeline, bin_s, span, gpus), span)
+
+
+def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float) -> pl.DataFrame:
+    """Per replica and bin within [0, span): busy share, means over the bin, idle GPU-seconds."""
+    replicas, bins = timeline.shape[1], int(np.ceil(span / bin_s))
+    busy, batch, kv, queue = (timeline[k, :, :bins].ravel() for k in range(4))
+    start = np.tile(np.arange(bins) * bin_s, replicas)
+    covered = np.minimum(start + bin_s, span) - start
+    return pl.DataFrame({
+        "replica": np.repeat(np.arange(replicas, dtype=np.int32), bins),
+        "bin_start_s": start,
+        "bin_s": covered,
+        "busy_share": busy / covered,
+        "mean_batch": batch / covered,
+        "mean_kv_use": kv / covered,
+        "mean_queue": queue / covered,
+        "busy_gpu_s": busy * gpus,
+        "idle_gpu_s": np.maximum(covered - busy, 0.0) * gpus,
+    })
+
+
+def replay(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
+    """One row per request with the `request_stages` columns (see module docstring)."""
+    return replay_fleet(requests, deployment).stages

@@ -1,0 +1,1 @@
+"""Report rendering: charts (Altair) and the text report, from the warehouse's report tables."""

@@ -1,0 +1,266 @@
+"""A deployment: one model served on a tensor-parallel group of GPUs, times a number of replicas.
+
+The deployment turns catalog facts (model shape, GPU datasheet, efficiency factors) into the
+per-GPU coefficients of the step formula in step.py, and answers the two questions the rest of
+the project asks of the physics: how long does a prompt take to prefill alone, and how long does
+one decode step over a batch take.
+
+Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
+
+- weights:  total_params * bytes(weight dtype) / tp. For a mixture of experts the expert share is
+  derived from the catalog's total and active counts: with E experts, k per token,
+  per_expert = (total - active) / (E - k) and shared = total - E * per_expert.
+- KV cache per token: GQA/MHA: 2 (K and V) * layers * ceil(kv_heads / tp) * head_dim * bytes(kv
+  dtype) — a KV head cannot be split, so with tp > kv_heads every GPU keeps one head.
+  MLA: layers * (kv_lora_rank + qk_rope_head_dim) * bytes(kv dtype), the compressed latent, which
+  every GPU of the group holds whole.
+- KV capacity in tokens: (memory * kv_memory_fraction - weights - activations) / KV per token,
+  where activations ~ max_batched_tokens * (4 * hidden + 2 * ffn / tp) * 2 B is the peak
+  workspace of one step (an estimate: attention and MLP intermediates of the largest step).
+- ridge point: effective FLOP/s / effective bandwidth, in FLOPs per byte. A decode step over a
+  batch of b sequences does ~F_tok * b FLOPs for W bytes of weights, so decode turns compute-bound
+  near b* = ridge * W / F_tok (ignoring KV reads, which push b* further out).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pipelines.roofline import step
+
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
+ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads stay in bf16
+GIB = 2.0**30
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    model: str
+    layers: int
+    hidden_size: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    ffn_size: int
+    total_params_b: float
+    active_params_b: float
+    experts: int
+    experts_per_token: int
+    attention: str
+    kv_lora_rank: int | None
+    qk_rope_head_dim: int | None
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    gpu: str
+    family: str
+    memory_gb: float
+    hbm_bandwidth_gbs: float
+    peak_tflops: float  # dense, for the deployment's compute dtype
+    interconnect_gbs: float
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    compute_efficiency: float
+    bandwidth_efficiency: float
+    step_overhead_s: float
+    layer_overhead_s: float
+    allreduce_latency_s: float
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    max_seqs: int = 256
+    max_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    kv_memory_fraction: float = 0.9
+    kv_block_tokens: int = 16
+
+
+@dataclass(frozen=True)
+class Network:
+    """Client-side network: first byte arrives one_way_s after it is produced; streaming the
+    last token's bytes adds bytes_per_token / bandwidth."""
+
+    one_way_s: float = 0.025
+    bytes_per_token: float = 150.0
+    bandwidth_bytes_per_s: float = 12.5e6
+
+    @property
+    def tail_s(self) -> float:
+        """What the client waits beyond the last token: network_s of every request."""
+        return self.one_way_s + self.bytes_per_token / self.bandwidth_bytes_per_s
+
+
+@dataclass(frozen=True)
+class Deployment:
+    name: str
+    model: ModelSpec
+    gpu: GpuSpec
+    tp: int
+    weight_dtype: str
+    kv_dtype: str
+    replicas: int
+    scheduler: Scheduler
+    efficiency: Efficiency
+    network: Network
+    price_provider: str
+    price_plan: str
+
+    # ---- sizing -------------------------------------------------------------------------
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp
+
+    @property
+    def _expert_split_params(self) -> tuple[float, float]:
+        """(shared, all-experts) parameter counts, in parameters."""
+        m = self.model
+        total, active = m.total_params_b * 1e9, m.active_params_b * 1e9
+        if m.experts <= 1 or m.experts == m.experts_per_token:
+            return total, 0.0
+        per_expert = (total - active) / (m.experts - m.experts_per_token)
+        return total - m.experts * per_expert, m.experts * per_expert
+
+    @property
+    def weight_bytes_per_gpu(self) -> float:
+        return self.model.total_params_b * 1e9 * DTYPE_BYTES[self.weight_dtype] / self.tp
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV-cache bytes per token per GPU."""
+        m, kv = self.model, DTYPE_BYTES[self.kv_dtype]
+        if m.attention == "MLA":
+            return m.layers * (m.kv_lora_rank + m.qk_rope_head_dim) * kv
+        return 2.0 * m.layers * math.ceil(m.kv_heads / self.tp) * m.head_dim * kv
+
+    @property
+    def flops_per_token(self) -> float:
+        return 2.0 * self.model.active_params_b * 1e9 / self.tp
+
+    @property
+    def attn_flops_per_pair(self) -> float:
+        m = self.model
+        return 4.0 * m.layers * m.q_heads * m.head_dim / self.tp
+
+    @property
+    def effective_flops(self) -> float:
+        return self.gpu.peak_tflops * 1e12 * self.efficiency.compute_efficiency
+
+    @property
+    def effective_bandwidth(self) -> float:
+        return self.gpu.hbm_bandwidth_gbs * 1e9 * self.efficiency.bandwidth_efficiency
+
+    @property
+    def activation_bytes_per_gpu(self) -> float:
+        m = self.model
+        per_token = (4.0 * m.hidden_size + 2.0 * m.ffn_size / self.tp) * ACTIVATION_BYTES
+        return self.scheduler.max_batched_tokens * per_token
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV cache one replica holds, rounded down to whole blocks (may be <= 0:
+        the catalog rejects such deployments)."""
+        usable = self.gpu.memory_gb * GIB * self.scheduler.kv_memory_fraction
+        free = usable - self.weight_bytes_per_gpu - self.activation_bytes_per_gpu
+        block = self.scheduler.kv_block_tokens
+        return int(free // self.kv_bytes_per_token) // block * block
+
+    @property
+    def ridge_flops_per_byte(self) -> float:
+        return self.effective_flops / self.effective_bandwidth
+
+    @property
+    def decode_compute_bound_batch(self) -> float:
+        """Batch size at which a decode step's weight read stops being the bottleneck."""
+        return self.ridge_flops_per_byte * self.weight_bytes_per_gpu / self.flops_per_token
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """The float64 vector step.step_cost evaluates (indices named in step.py)."""
+        shared, experts = self._expert_split_params
+        wbytes = DTYPE_BYTES[self.weight_dtype] / self.tp
+        m, e = self.model, self.efficiency
+        c = np.zeros(step.N_COEFFICIENTS)
+        c[step.SHARED_WEIGHT_BYTES] = shared * wbytes
+        c[step.EXPERT_WEIGHT_BYTES] = experts * wbytes
+        c[step.EXPERTS] = m.experts
+        c[step.EXPERTS_PER_TOKEN] = m.experts_per_token
+        c[step.KV_BYTES_PER_TOKEN] = self.kv_bytes_per_token
+        c[step.FLOPS_PER_TOKEN] = self.flops_per_token
+        c[step.ATTN_FLOPS_PER_PAIR] = self.attn_flops_per_pair
+        c[step.EFFECTIVE_FLOPS] = self.effective_flops
+        c[step.EFFECTIVE_BANDWIDTH] = self.effective_bandwidth
+        c[step.STEP_OVERHEAD_S] = e.step_overhead_s + m.layers * e.layer_overhead_s
+        if self.tp > 1:
+            c[step.ALLREDUCE_LATENCY_S] = 2.0 * m.layers * e.allreduce_latency_s
+            ring = 2.0 * (self.tp - 1) / self.tp
+            c[step.ALLREDUCE_BYTES_PER_TOKEN] = 2.0 * m.layers * m.hidden_size * ACTIVATION_BYTES * ring
+        c[step.LINK_BANDWIDTH] = self.gpu.interconnect_gbs * 1e9
+        return c
+
+    # ---- the two questions ----------------------------------------------------------------
+    def prefill_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        """Seconds to prefill one prompt alone on an idle replica (in chunks when chunked
+        prefill is on), up to and including the step that emits the first token."""
+        coef = self.coefficients
+        done, total = float(cached_tokens), float(prompt_tokens)
+        budget = self.scheduler.max_batched_tokens if self.scheduler.chunked_prefill else math.inf
+        seconds = 0.0
+        while True:
+            n = min(total - done, budget)
+            compute_s, memory_s, fixed_s = step.step_cost(
+                coef, n, step.chunk_attn_pairs(done, n), done, n
+            )
+            seconds += max(compute_s, memory_s) + fixed_s
+            done += n
+            if done >= total:
+                return seconds
+
+    def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
+        """Seconds of one decode step over `batch_size` sequences holding `context_tokens` KV
+        tokens in total (each sequence reads its context and writes one new token)."""
+        compute_s, memory_s, fixed_s = step.step_cost(
+            self.coefficients, float(batch_size), float(context_tokens), float(context_tokens),
+            float(batch_size),
+        )
+        return max(compute_s, memory_s) + fixed_s
+
+    def as_row(self) -> dict:
+        """The `roofline` table row: every coefficient the replay uses, readable in SQL."""
+        return {
+            "deployment": self.name,
+            "model": self.model.model,
+            "gpu": self.gpu.gpu,
+            "tp": self.tp,
+            "gpus_per_replica": self.gpus_per_replica,
+            "replicas": self.replicas,
+            "weight_dtype": self.weight_dtype,
+            "kv_dtype": self.kv_dtype,
+            "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+            "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token,
+            "flops_per_token_per_gpu": self.flops_per_token,
+            "attn_flops_per_pair_per_gpu": self.attn_flops_per_pair,
+            "peak_tflops": self.gpu.peak_tflops,
+            "effective_tflops": self.effective_flops / 1e12,
+            "hbm_bandwidth_gbs": self.gpu.hbm_bandwidth_gbs,
+            "effective_bandwidth_gbs": self.effective_bandwidth / 1e9,
+            **asdict(self.efficiency),
+            "fixed_step_s": float(self.coefficients[step.STEP_OVERHEAD_S]),
+            "allreduce_s_per_step": float(self.coefficients[step.ALLREDUCE_LATENCY_S]),
+            "kv_capacity_tokens": self.kv_capacity_tokens,
+            "ridge_flops_per_byte": self.ridge_flops_per_byte,
+            "decode_compute_bound_batch": self.decode_compute_bound_batch,
+            "decode_step_s_batch1_ctx1k": self.decode_step_s(1, 1024),
+            "prefill_s_1k": self.prefill_s(1024),
+            **asdict(self.scheduler),
+            "net_one_way_s": self.network.one_way_s,
+            "net_tail_s": self.network.tail_s,
+            "price_provider": self.price_provider,
+            "price_plan": self.price_plan,
+        }

@@ -1,0 +1,91 @@
+"""The cost of one engine step: the roofline formula shared by the API and the compiled replay.
+
+A serving engine advances in *steps*. One step runs a forward pass over every scheduled token:
+prefill chunks (many tokens of one prompt) and decodes (one token per running sequence) mixed.
+Its time is the larger of its compute time and its memory time, plus fixed costs:
+
+    compute_s = (F_tok * tokens + F_attn * pairs) / P_eff
+    memory_s  = (W(tokens) + K_tok * (kv_read + kv_written)) / B_eff
+    fixed_s   = O_step + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
+    step_s    = max(compute_s, memory_s) + fixed_s
+
+All quantities are *per GPU* of the tensor-parallel group (every GPU does 1/tp of the work in
+lock-step, so the replica's step time is one GPU's step time):
+
+- F_tok  = 2 * active_params / tp                       FLOPs of the dense GEMMs per token
+- F_attn = 4 * layers * q_heads * head_dim / tp         FLOPs per (query token, key token) pair:
+  QK^T and AV each cost 2 * head_dim per head. A prefill chunk of n new tokens after c cached
+  tokens has n * (c + (n - 1) / 2) pairs (causal mask: on average it attends to half the chunk);
+  a decode over a context of L tokens has L pairs.
+- W(tokens) = W_shared + W_experts * (1 - (1 - k/E)^tokens)   weight bytes read once per step.
+  Dense models have W_experts = 0. For a mixture of experts each token picks k of E experts, so
+  the expected share of experts a step touches grows with its token count.
+- K_tok  = KV-cache bytes per token per GPU (see deployment.py for GQA / MLA sizing)
+- P_eff  = dense peak FLOP/s of the compute dtype * compute efficiency
+- B_eff  = HBM bandwidth * bandwidth efficiency
+- O_step = per-step overhead + layers * per-layer overhead (scheduling, sampling, launches)
+- A_lat  = 2 * layers * all-reduce latency floor; A_bytes = 2 * layers * hidden * 2 B *
+  2 (tp - 1) / tp per token (ring all-reduce of bf16 activations), over the link bandwidth B_link.
+
+The step is *compute-bound* when compute_s >= memory_s, else *memory-bound*; the bound resource
+decides how the step's GPU-seconds are split among its requests (see pipelines/replay/engine.py).
+
+The coefficient vector is a plain float64 array so that the numba-compiled replay loop and the
+Python API evaluate literally the same function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Indices into the coefficient vector built by Deployment.coefficients.
+SHARED_WEIGHT_BYTES = 0
+EXPERT_WEIGHT_BYTES = 1
+EXPERTS = 2
+EXPERTS_PER_TOKEN = 3
+KV_BYTES_PER_TOKEN = 4
+FLOPS_PER_TOKEN = 5
+ATTN_FLOPS_PER_PAIR = 6
+EFFECTIVE_FLOPS = 7
+EFFECTIVE_BANDWIDTH = 8
+STEP_OVERHEAD_S = 9
+ALLREDUCE_LATENCY_S = 10
+ALLREDUCE_BYTES_PER_TOKEN = 11
+LINK_BANDWIDTH = 12
+N_COEFFICIENTS = 13
+
+
+@njit(cache=True)
+def weight_bytes(coef: np.ndarray, tokens: float) -> float:
+    """Weight bytes one GPU reads in a step of `tokens` tokens (MoE: only the experts touched)."""
+    experts = coef[EXPERTS]
+    if experts <= 1.0 or coef[EXPERT_WEIGHT_BYTES] == 0.0:
+        return coef[SHARED_WEIGHT_BYTES] + coef[EXPERT_WEIGHT_BYTES]
+    untouched = (1.0 - coef[EXPERTS_PER_TOKEN] / experts) ** tokens
+    return coef[SHARED_WEIGHT_BYTES] + coef[EXPERT_WEIGHT_BYTES] * (1.0 - untouched)
+
+
+@njit(cache=True)
+def step_cost(
+    coef: np.ndarray, tokens: float, attn_pairs: float, kv_read: float, kv_written: float
+) -> tuple[float, float, float]:
+    """(compute_s, memory_s, fixed_s) of one step; its duration is max(compute, memory) + fixed."""
+    compute_s = (coef[FLOPS_PER_TOKEN] * tokens + coef[ATTN_FLOPS_PER_PAIR] * attn_pairs) / coef[
+        EFFECTIVE_FLOPS
+    ]
+    memory_s = (
+        weight_bytes(coef, tokens) + coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written)
+    ) / coef[EFFECTIVE_BANDWIDTH]
+    fixed_s = coef[STEP_OVERHEAD_S]
+    if coef[ALLREDUCE_LATENCY_S] > 0.0:
+        fixed_s += coef[ALLREDUCE_LATENCY_S] + tokens * coef[ALLREDUCE_BYTES_PER_TOKEN] / coef[
+            LINK_BANDWIDTH
+        ]
+    return compute_s, memory_s, fixed_s
+
+
+@njit(cache=True)
+def chunk_attn_pairs(cached: float, new: float) -> float:
+    """Causal attention pairs of a prefill chunk of `new` tokens after `cached` tokens."""
+    return new * (cached + (new - 1.0) / 2.0)

@@ -1,0 +1,35 @@
+"""Where things live. Every path can be moved with an environment variable; defaults stay inside
+the checkout, in folders git ignores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SQL_DIR = ROOT / "sql"
+
+
+def _path(variable: str, default: Path) -> Path:
+    value = os.environ.get(variable, "").strip()
+    return Path(value).expanduser().resolve() if value else default
+
+
+def warehouse_path() -> Path:
+    """The DuckDB warehouse file: FLEETSPEND_WAREHOUSE, default data/warehouse/fleetspend.duckdb."""
+    return _path("FLEETSPEND_WAREHOUSE", ROOT / "data" / "warehouse" / "fleetspend.duckdb")
+
+
+def trace_dir() -> Path:
+    """The folder of trace files to ingest: FLEETSPEND_TRACE_DIR, default data/samples."""
+    return _path("FLEETSPEND_TRACE_DIR", ROOT / "data" / "samples")
+
+
+def reports_dir() -> Path:
+    """Where report.md and the charts go: FLEETSPEND_REPORTS_DIR, default data/reports."""
+    return _path("FLEETSPEND_REPORTS_DIR", ROOT / "data" / "reports")
+
+
+def reference_dir() -> Path:
+    """The catalog folder: FLEETSPEND_REFERENCE_DIR, default data/reference."""
+    return _path("FLEETSPEND_REFERENCE_DIR", ROOT / "data" / "reference")

@@ -1,0 +1,51 @@
+"""Moving tables in and out of the DuckDB warehouse, and running the SQL steps in sql/.
+
+Plain DuckDB: the Dagster layer hands in a connection from DuckDBResource, tests hand in their own.
+"""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+import polars as pl
+
+from pipelines.settings import SQL_DIR
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+def _checked(name: str) -> str:
+    if not _IDENTIFIER.match(name):
+        raise ValueError(f"table name {name!r}: expected lower-case letters, digits and underscores")
+    return name
+
+
+def write_table(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> int:
+    """Replace table `name` with `frame` (types carried over through Arrow); returns its rows."""
+    table = _checked(name)
+    conn.register("_incoming", frame.to_arrow())
+    try:
+        conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM _incoming")
+    finally:
+        conn.unregister("_incoming")
+    return frame.height
+
+
+def run_sql(conn: duckdb.DuckDBPyConnection, step: str) -> None:
+    """Run sql/<step>.sql (one statement that creates or replaces one table or view)."""
+    conn.execute((SQL_DIR / f"{_checked(step)}.sql").read_text())
+
+
+def read_table(conn: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
+    return conn.sql(f"SELECT * FROM {_checked(name)}").pl()
+
+
+def scalar(conn: duckdb.DuckDBPyConnection, query: str, params: list | None = None):
+    """The single value of a one-row, one-column query. (DuckDB 2 refuses further work on a
+    connection whose last result was only partly fetched, so this fetches it all.)"""
+    return conn.execute(query, params or []).fetchall()[0][0]
+
+
+def row_count(conn: duckdb.DuckDBPyConnection, name: str) -> int:
+    return scalar(conn, f"SELECT count(*) FROM {_checked(name)}")

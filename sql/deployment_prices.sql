@@ -1,0 +1,13 @@
+-- $ per GPU-hour of every replayed deployment: the roofline table names its GPU and price plan.
+CREATE OR REPLACE VIEW deployment_prices AS
+SELECT
+    r.deployment,
+    r.gpu,
+    r.gpus_per_replica,
+    r.replicas,
+    p.provider,
+    p.plan,
+    p.usd_per_gpu_hour
+FROM roofline AS r
+JOIN prices AS p
+  ON p.gpu = r.gpu AND p.provider = r.price_provider AND p.plan = r.price_plan;
