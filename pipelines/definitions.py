@@ -1,8 +1,11 @@
 """The Dagster code location: `dagster ... -m pipelines.definitions`.
 
 Runs execute in-process (one DuckDB writer, and no 4x process start-up cost per step).
-The warehouse file comes from FLEETSPEND_WAREHOUSE (see pipelines/settings.py).
+The warehouse file comes from FLEETSPEND_WAREHOUSE (see pipelines/settings.py); tests build
+their own Definitions on a temporary warehouse with `build_defs`.
 """
+
+from pathlib import Path
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -15,12 +18,16 @@ from pipelines.defs.replay import assets as replay_assets
 from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.reports import assets as report_assets
 
-_warehouse = settings.warehouse_path()
-_warehouse.parent.mkdir(parents=True, exist_ok=True)
 
-defs = dg.Definitions(
-    assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets]),
-    asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks]),
-    resources={"duckdb": DuckDBResource(database=str(_warehouse))},
-    executor=dg.in_process_executor,
-)
+def build_defs(warehouse: Path) -> dg.Definitions:
+    """Every asset and check, writing to the DuckDB file `warehouse` (its folder is created)."""
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    return dg.Definitions(
+        assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets]),
+        asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks]),
+        resources={"duckdb": DuckDBResource(database=str(warehouse))},
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_defs(settings.warehouse_path())

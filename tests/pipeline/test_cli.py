@@ -1,0 +1,54 @@
+"""The commands a user types: validate, materialize from the CLI (as cron does), print the summary."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DAGSTER = Path(sys.executable).with_name("dagster")
+
+
+def _env(tmp_path: Path) -> dict:
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    return {**os.environ, "DAGSTER_HOME": str(home),
+            "FLEETSPEND_WAREHOUSE": str(tmp_path / "wh" / "fleetspend.duckdb"),
+            "FLEETSPEND_REPORTS_DIR": str(tmp_path / "reports")}
+
+
+def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_validate_materialize_and_summary(tmp_path):
+    env = _env(tmp_path)
+    validate = _run([str(DAGSTER), "definitions", "validate", "-m", "pipelines.definitions"], env)
+    assert validate.returncode == 0, validate.stderr[-2000:]
+
+    run = _run([str(DAGSTER), "asset", "materialize", "-m", "pipelines.definitions", "--select", "*"], env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "RUN_SUCCESS" in run.stderr + run.stdout
+    # The run is recorded in DAGSTER_HOME, so `make ui` on the same home shows it.
+    assert any((Path(env["DAGSTER_HOME"]) / "history").rglob("*.db"))
+
+    summary = _run([sys.executable, "-m", "pipelines.summary"], env)
+    assert summary.returncode == 0, summary.stderr
+    out = summary.stdout
+    assert "== Fleet summary ==" in out and "28,185 requests" in out
+    assert "== Top 10 request shapes by share of spend ==" in out
+    assert "dominant stage" in out
+    assert str(tmp_path / "wh" / "fleetspend.duckdb") in out
+
+
+def test_summary_without_warehouse_says_what_to_do(tmp_path):
+    env = _env(tmp_path)
+    summary = _run([sys.executable, "-m", "pipelines.summary"], env)
+    assert summary.returncode == 1
+    assert "make demo" in summary.stderr and "Traceback" not in summary.stderr

@@ -1,0 +1,196 @@
+"""The reference catalog (data/reference/*.csv) and the roofline physics derived from it."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import polars as pl
+import pytest
+
+from pipelines.roofline import CatalogError, load_catalog
+from pipelines.roofline.catalog import TABLES
+from pipelines.roofline.step import weight_bytes
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+# ---- the files ------------------------------------------------------------------------------
+
+def test_load_catalog_reads_every_table(catalog):
+    for table in TABLES:
+        frame = getattr(catalog, table)
+        assert frame.height > 0, table
+        assert catalog.file(table).is_file()
+    assert {"seed-example", "azure-2023-70b-h100"} <= set(catalog.deployment_names)
+
+
+@pytest.mark.parametrize("table", ["gpus", "models", "prices", "gpu_efficiency", "deployments"])
+def test_every_row_has_a_source(catalog, table):
+    frame = getattr(catalog, table)
+    assert "source" in frame.columns
+    missing = frame.filter(pl.col("source").is_null() | (pl.col("source").str.strip_chars() == ""))
+    assert missing.height == 0, f"{table} rows without a source: {missing.head(3).to_dicts()}"
+
+
+def test_each_gpu_has_exactly_one_default_price(catalog):
+    defaults = (
+        catalog.gpus.select("gpu")
+        .join(catalog.prices.filter(pl.col("is_default")).group_by("gpu").len(), on="gpu", how="left")
+        .with_columns(pl.col("len").fill_null(0))
+    )
+    assert defaults.filter(pl.col("len") != 1).height == 0, defaults.to_dicts()
+
+
+def test_every_named_deployment_builds(catalog):
+    for name in catalog.deployment_names:
+        d = catalog.deployment(name)
+        assert d.name == name
+        assert d.kv_capacity_tokens > 0
+        assert d.kv_capacity_tokens % d.scheduler.kv_block_tokens == 0
+        assert catalog.usd_per_gpu_hour(d) > 0
+        row = d.as_row()
+        assert row["deployment"] == name and row["kv_capacity_tokens"] == d.kv_capacity_tokens
+
+
+def test_named_deployment_takes_its_row(catalog):
+    d = catalog.deployment("azure-2023-70b-h100")
+    assert (d.model.model, d.gpu.gpu, d.tp, d.replicas) == ("llama-3.1-70b", "h100-sxm", 4, 3)
+    assert d.scheduler.max_seqs == 256 and d.scheduler.max_batched_tokens == 8192
+    seed = catalog.deployment("seed-example")
+    # the row overrides the family's efficiency factors and overheads
+    assert seed.efficiency.compute_efficiency == pytest.approx(0.45)
+    assert seed.efficiency.bandwidth_efficiency == pytest.approx(0.85)
+    assert seed.efficiency.step_overhead_s == 0 and seed.efficiency.layer_overhead_s == 0
+    assert seed.network.one_way_s == pytest.approx(0.1)
+
+
+def test_build_ad_hoc_and_fp8_halves_weights(catalog):
+    bf16 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
+    fp8 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4, weights="fp8")
+    gpus = catalog.gpus.filter(pl.col("gpu") == "h100-sxm").row(0, named=True)
+    assert bf16.weight_bytes_per_gpu == pytest.approx(70.6e9 * 2 / 4)
+    assert fp8.weight_bytes_per_gpu == pytest.approx(bf16.weight_bytes_per_gpu / 2)
+    assert bf16.gpu.peak_tflops == gpus["bf16_tflops"]
+    assert fp8.gpu.peak_tflops == gpus["fp8_tflops"]
+    assert fp8.effective_flops == pytest.approx(2 * bf16.effective_flops, rel=1e-3)
+    assert fp8.kv_dtype == "fp8"  # the KV cache follows the weights unless told otherwise
+    assert fp8.kv_capacity_tokens > bf16.kv_capacity_tokens
+    assert (bf16.price_provider, bf16.price_plan) == ("coreweave", "on-demand")
+
+
+# ---- errors name the bad value ------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"model": "llama-9-7b", "gpu": "h100-sxm"}, "llama-9-7b"),
+        ({"model": "llama-3.1-8b", "gpu": "h900"}, "h900"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "weights": "fp7"}, "fp7"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_cache": "int3"}, "int3"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "tp": 0}, "tp=0"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "max_batch": 64}, "max_batch"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "price_provider": "aws",
+          "price_plan": "lifetime"}, "lifetime"),
+        ({"model": "llama-3.1-8b", "gpu": "a100-80gb-sxm", "weights": "fp8"}, "fp8"),
+        ({"model": "llama-3.1-405b", "gpu": "l4", "tp": 1}, "llama-3.1-405b"),
+    ],
+    ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
+         "no-fp8-on-a100", "too-large"],
+)
+def test_build_rejects_bad_requests(catalog, kwargs, named):
+    with pytest.raises(CatalogError) as info:
+        catalog.build(**kwargs)
+    assert named in str(info.value)
+
+
+def test_unknown_deployment_lists_the_choices(catalog):
+    with pytest.raises(CatalogError, match="no-such-fleet") as info:
+        catalog.deployment("no-such-fleet")
+    assert "seed-example" in str(info.value)
+
+
+def test_no_fp8_gpu_names_the_gpu(catalog):
+    with pytest.raises(CatalogError, match="a100-80gb-sxm"):
+        catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", weights="fp8")
+
+
+def test_missing_catalog_file_is_named(tmp_path):
+    for table in TABLES:
+        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
+    assert load_catalog(tmp_path).directory == tmp_path
+    (tmp_path / "prices.csv").unlink()
+    with pytest.raises(CatalogError, match="prices.csv"):
+        load_catalog(tmp_path)
+
+
+def test_empty_catalog_folder_is_named(tmp_path):
+    with pytest.raises(CatalogError) as info:
+        load_catalog(tmp_path)
+    assert str(tmp_path) in str(info.value)
+
+
+# ---- physics sanity ----------------------------------------------------------------------------
+
+def test_decode_step_grows_with_batch_and_context(catalog):
+    d = catalog.deployment("azure-2023-70b-h100")
+    by_batch = [d.decode_step_s(b, 1024 * b) for b in (1, 2, 8, 32, 128, 512)]
+    assert all(a < b for a, b in zip(by_batch, by_batch[1:]))
+    by_context = [d.decode_step_s(8, ctx) for ctx in (0, 1_000, 10_000, 100_000)]
+    assert all(a < b for a, b in zip(by_context, by_context[1:]))
+    # batching amortizes the weight read: 32 sequences cost far less than 32 lone steps
+    assert d.decode_step_s(32, 32 * 1024) < 4 * d.decode_step_s(1, 1024)
+
+
+def test_prefill_grows_about_linearly_for_short_prompts(catalog):
+    d = catalog.deployment("seed-example")
+    for n in (500, 1000):
+        assert d.prefill_s(2 * n) / d.prefill_s(n) == pytest.approx(2.0, rel=0.1)
+    # and faster than linearly once attention's quadratic term and chunking add up
+    assert d.prefill_s(32_000) > 64 * d.prefill_s(500)
+
+
+def test_gqa_kv_bytes_per_token(catalog):
+    d = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
+    assert d.kv_bytes_per_token == 2 * 80 * 2 * 128 * 2
+    # a KV head cannot be split: beyond tp = kv_heads every GPU still keeps one head
+    d8 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=8)
+    assert d8.kv_bytes_per_token == 2 * 80 * 1 * 128 * 2
+
+
+def test_mla_kv_bytes_per_token(catalog):
+    d = catalog.build(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8", kv_cache="bf16")
+    assert d.kv_bytes_per_token == 61 * (512 + 64) * 2
+    d_fp8 = catalog.build(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8")
+    assert d_fp8.kv_bytes_per_token == 61 * (512 + 64) * 1
+
+
+def test_moe_step_reads_fewer_weights_for_fewer_tokens(catalog):
+    d = catalog.build(model="mixtral-8x7b", gpu="h100-sxm", tp=2)
+    coef = d.coefficients
+    one, many = weight_bytes(coef, 1.0), weight_bytes(coef, 512.0)
+    assert one < many
+    assert many == pytest.approx(d.weight_bytes_per_gpu, rel=1e-6)  # 512 tokens touch every expert
+    # one token touches 2 of 8 experts: shared weights + a quarter of the expert weights
+    shared = d.weight_bytes_per_gpu - (many - one) * 4 / 3
+    assert one == pytest.approx(shared + (d.weight_bytes_per_gpu - shared) / 4, rel=1e-9)
+    dense = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
+    assert weight_bytes(dense.coefficients, 1.0) == weight_bytes(dense.coefficients, 512.0)
+
+
+def test_decode_compute_bound_batch(catalog):
+    for d in (catalog.deployment("azure-2023-70b-h100"),
+              catalog.build(model="mixtral-8x7b", gpu="h100-sxm", tp=2, weights="fp8")):
+        gpu = d.gpu
+        ridge = (gpu.peak_tflops * 1e12 * d.efficiency.compute_efficiency) / (
+            gpu.hbm_bandwidth_gbs * 1e9 * d.efficiency.bandwidth_efficiency)
+        assert d.ridge_flops_per_byte == pytest.approx(ridge, rel=1e-12)
+        expected = ridge * d.weight_bytes_per_gpu / d.flops_per_token
+        assert d.decode_compute_bound_batch == pytest.approx(expected, rel=1e-12)
+        assert math.isfinite(d.decode_compute_bound_batch) and d.decode_compute_bound_batch > 1
+    # dense bf16: W = 2 B x params and F = 2 FLOPs x params, so b* is the ridge point itself
+    dense = catalog.deployment("azure-2023-70b-h100")
+    assert dense.decode_compute_bound_batch == pytest.approx(dense.ridge_flops_per_byte, rel=1e-12)
