@@ -19,13 +19,18 @@ from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.reports import assets as report_assets
 
 
+# Write the warehouse in DuckDB 1.5 storage format, so the `duckdb` shell (duckdb-cli, the newest
+# CLI on PyPI, 1.5.x) can open it; the Python package (2.x) reads and writes it either way.
+WAREHOUSE_CONFIG = {"storage_compatibility_version": "v1.5.0"}
+
+
 def build_defs(warehouse: Path) -> dg.Definitions:
     """Every asset and check, writing to the DuckDB file `warehouse` (its folder is created)."""
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     return dg.Definitions(
         assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets]),
         asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks]),
-        resources={"duckdb": DuckDBResource(database=str(warehouse))},
+        resources={"duckdb": DuckDBResource(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
         executor=dg.in_process_executor,
     )
 

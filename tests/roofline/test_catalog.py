@@ -174,9 +174,8 @@ def test_moe_step_reads_fewer_weights_for_fewer_tokens(catalog):
     one, many = weight_bytes(coef, 1.0), weight_bytes(coef, 512.0)
     assert one < many
     assert many == pytest.approx(d.weight_bytes_per_gpu, rel=1e-6)  # 512 tokens touch every expert
-    # one token touches 2 of 8 experts: shared weights + a quarter of the expert weights
-    shared = d.weight_bytes_per_gpu - (many - one) * 4 / 3
-    assert one == pytest.approx(shared + (d.weight_bytes_per_gpu - shared) / 4, rel=1e-9)
+    # one token touches the shared weights and 2 of 8 experts: exactly its active parameters
+    assert one == pytest.approx(12.9e9 * 2 / 2, rel=1e-9)
     dense = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
     assert weight_bytes(dense.coefficients, 1.0) == weight_bytes(dense.coefficients, 512.0)
 
