@@ -4,6 +4,7 @@ warehouse (read-only), and say where the warehouse and the report files are."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import duckdb
 
@@ -31,7 +32,8 @@ def main(top: int = 10) -> int:
     print(markdown_table(shapes.sort("rank").head(top), columns))
     print("\n" + headline(summary, shapes))
     reports = settings.reports_dir()
-    print(f"\nWarehouse: {path}   (try: duckdb -readonly {path} \"FROM shape_spend LIMIT 5\")")
+    shell = Path(sys.executable).with_name("duckdb")
+    print(f"\nWarehouse: {path}\n  query it: {shell} -readonly {path} \"FROM shape_spend LIMIT 5\"")
     print(f"Reports:   {reports / 'report.md'}, {reports / 'spend_share.png'}, "
           f"{reports / 'spend_share.html'}")
     return 0

@@ -37,10 +37,14 @@ EXPECTED = "a header TIMESTAMP,ContextTokens,GeneratedTokens (optionally with Nu
 
 def _lines(path: Path) -> list[str]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a leading BOM (Excel exports) is dropped
     except UnicodeDecodeError:
         raise TraceFormatError(f"{path}: not a UTF-8 text file; expected an Azure LLM trace CSV with {EXPECTED}") from None
-    lines = text.splitlines()
+    # Rows end at LF or CRLF only: str.splitlines() would also split at form feeds and other
+    # control characters inside a row, cutting it in two and shifting every later line number.
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()
     if not lines:
         raise TraceFormatError(f"{path}: the file is empty; expected an Azure LLM trace CSV with {EXPECTED}")
     return lines
@@ -68,7 +72,7 @@ def read_azure_csv(path: str | Path) -> IngestResult:
     if header not in HEADERS:
         raise TraceFormatError(f"{path}: header {lines[0][:80]!r} is not {EXPECTED}")
     names = HEADERS[header]
-    raw = pl.DataFrame({"raw": lines[1:]}).with_row_index("line", offset=2).with_columns(
+    raw = pl.DataFrame({"raw": pl.Series(lines[1:], dtype=pl.String)}).with_row_index("line", offset=2).with_columns(
         pl.col("line").cast(pl.Int64)
     ).filter(pl.col("raw").str.strip_chars() != "")
     fields = pl.col("raw").str.split(",")

@@ -69,7 +69,8 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
             f"first: {bad.row(0, named=True)}"
         )
     capacity = deployment.kv_capacity_tokens
-    too_long = frame.filter(pl.col("prompt_tokens") + pl.col("output_tokens") > capacity)
+    # A sequence holds prompt + output - 1 tokens at most: the last token's KV is never written.
+    too_long = frame.filter(pl.col("prompt_tokens") + pl.col("output_tokens") - 1 > capacity)
     if too_long.height:
         raise ReplayError(
             f"{too_long.height} request(s) need more KV cache than one replica of "

@@ -205,13 +205,14 @@ def simulate(
             budget -= 1
             j += 1
         # 2. prefills already running (chunked prefill only: whole prompts finish in one step)
+        prefill_in_step = 0
         for j in range(n_run[r]):
             i = running[r, j]
             if ctx[i] < target[i] and budget > 0:
                 chunk[i] = min(target[i] - ctx[i], budget)
                 budget -= chunk[i]
+                prefill_in_step += chunk[i]
         # 3. admissions, FCFS, no overtaking
-        prefill_in_step = max_batched_tokens - budget
         while waiting[r] > 0 and n_run[r] < max_seqs and budget > 0:
             h = head[r]
             need = _blocks(target[h], block_tokens)

@@ -124,12 +124,16 @@ class Catalog:
         eff = _one(self.gpu_efficiency, "family", g["family"], "gpu family",
                    self.file("gpu_efficiency"))
         efficiency = Efficiency(
-            compute_efficiency=compute_efficiency or eff["compute_efficiency"],
-            bandwidth_efficiency=bandwidth_efficiency or eff["bandwidth_efficiency"],
+            compute_efficiency=eff["compute_efficiency"] if compute_efficiency is None else compute_efficiency,
+            bandwidth_efficiency=eff["bandwidth_efficiency"] if bandwidth_efficiency is None else bandwidth_efficiency,
             step_overhead_s=eff["step_overhead_s"] if step_overhead_s is None else step_overhead_s,
             layer_overhead_s=eff["layer_overhead_s"] if layer_overhead_s is None else layer_overhead_s,
             allreduce_latency_s=eff["allreduce_latency_s"],
         )
+        for label in ("compute_efficiency", "bandwidth_efficiency"):
+            value = getattr(efficiency, label)
+            if not 0.0 < value <= 1.0:
+                raise CatalogError(f"{label}={value}: expected a fraction of peak in (0, 1]")
         provider, plan = self._price_key(gpu, price_provider, price_plan)
         deployment = Deployment(
             name=name or f"{model}@{gpu}-tp{tp}-{weights}",
