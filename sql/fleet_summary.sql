@@ -1,9 +1,11 @@
 -- The fleet's totals per trace and for all traces together (trace = 'all'), baseline scenario:
--- spend = GPU-seconds attributed to requests + idle GPU-seconds, both priced.
+-- spend = GPU-seconds attributed to requests + idle GPU-seconds, both priced;
+-- mean_batch = sequences per step while a replica is running (idle time excluded).
 CREATE OR REPLACE TABLE fleet_summary AS
 WITH req AS (
     SELECT
-        coalesce(trace, 'all') AS trace,
+        CASE WHEN grouping(trace) = 1 THEN 'all' ELSE trace END AS trace,
+        grouping(trace) AS is_total,
         count(*) AS requests,
         sum(prompt_tokens)::BIGINT AS prompt_tokens,
         sum(output_tokens)::BIGINT AS output_tokens,
@@ -23,10 +25,11 @@ WITH req AS (
 ),
 fleet AS (
     SELECT
-        coalesce(t.trace, 'all') AS trace,
+        CASE WHEN grouping(t.trace) = 1 THEN 'all' ELSE t.trace END AS trace,
+        grouping(t.trace) AS is_total,
         sum(t.idle_gpu_s) AS idle_gpu_s,
         sum(t.idle_gpu_s * dp.usd_per_gpu_hour / 3600) AS idle_usd,
-        sum(t.mean_batch * t.bin_s) / sum(t.bin_s) AS mean_batch,
+        sum(t.mean_batch * t.bin_s) / nullif(sum(t.busy_share * t.bin_s), 0) AS mean_batch,
         sum(t.bin_s) / 3600 AS replica_hours
     FROM fleet_timeline AS t
     JOIN deployment_prices AS dp USING (deployment)
@@ -52,5 +55,5 @@ SELECT
     req.p50_tpot_s, req.p95_tpot_s,
     req.p50_e2e_s, req.p95_e2e_s
 FROM req
-JOIN fleet USING (trace)
-ORDER BY req.trace = 'all', req.trace;
+JOIN fleet USING (trace, is_total)
+ORDER BY req.is_total, req.trace;

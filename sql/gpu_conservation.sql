@@ -6,7 +6,7 @@ WITH attributed AS (
     FROM request_stages GROUP BY ALL
 ),
 idle AS (
-    SELECT trace, scenario, sum(idle_gpu_s) AS idle_gpu_s FROM fleet_timeline GROUP BY ALL
+    SELECT trace, scenario, deployment, sum(idle_gpu_s) AS idle_gpu_s FROM fleet_timeline GROUP BY ALL
 )
 SELECT
     a.trace,
@@ -16,5 +16,5 @@ SELECT
     r.replicas * r.gpus_per_replica * a.span_s AS capacity_gpu_s,
     (a.attributed_gpu_s + i.idle_gpu_s) / (r.replicas * r.gpus_per_replica * a.span_s) - 1 AS relative_error
 FROM attributed AS a
-JOIN idle AS i USING (trace, scenario)
+JOIN idle AS i USING (trace, scenario, deployment)
 JOIN roofline AS r USING (deployment);

@@ -17,7 +17,7 @@ WITH per_shape AS (
         sum(total_usd) AS spend_usd,
         sum(prefill_usd) AS prefill_usd,
         sum(decode_usd) AS decode_usd,
-        sum(gpu_s) FILTER (WHERE bound = 'compute') AS compute_bound_gpu_s,
+        sum(compute_gpu_s) AS compute_bound_gpu_s,
         sum(gpu_s) AS gpu_s,
         sum(queue_s) AS queue_s,
         sum(prefill_s) AS prefill_s,
@@ -72,7 +72,7 @@ SELECT
         ELSE 'network'
     END AS dominant_stage,
     CASE WHEN decode_usd >= prefill_usd THEN 'decode' ELSE 'prefill' END AS cost_stage,
-    CASE WHEN coalesce(compute_bound_gpu_s, 0) * 2 >= gpu_s THEN 'compute' ELSE 'memory' END AS bound,
+    CASE WHEN compute_bound_gpu_s * 2 >= gpu_s THEN 'compute' ELSE 'memory' END AS bound,
     prompt_lower,
     output_lower
 FROM ranked

@@ -74,5 +74,10 @@ def sha256_of(path: Path) -> str:
 
 
 def trace_name(path: Path) -> str:
-    """A trace is named after its file: AzureLLMInferenceTrace_conv.csv -> AzureLLMInferenceTrace_conv."""
-    return path.name.split(".")[0]
+    """A trace is named after its file, less the format and compression suffixes:
+    AzureLLMInferenceTrace_conv.csv -> AzureLLMInferenceTrace_conv, conv.2024-01-01.csv.gz ->
+    conv.2024-01-01."""
+    name = path.name
+    for suffix in (".gz", ".zst"):
+        name = name.removesuffix(suffix)
+    return name.rsplit(".", 1)[0] if "." in name else name

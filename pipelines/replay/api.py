@@ -28,7 +28,7 @@ STAGE_COLUMNS = [
     "request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens", "replica",
     "admitted_s", "first_token_s", "finished_s", "queue_s", "prefill_s", "decode_s", "network_s",
     "ttft_s", "tpot_s", "e2e_s", "preemptions", "prefill_gpu_s", "decode_gpu_s", "gpu_s",
-    "bound",
+    "compute_gpu_s", "bound",
 ]
 
 
@@ -97,6 +97,11 @@ def replay_fleet(requests: pl.DataFrame, deployment: Deployment, bin_s: float = 
         sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
         sched.kv_block_tokens, float(bin_s),
     )
+    if np.isnan(finished).any():
+        raise ReplayError(
+            f"{int(np.isnan(finished).sum())} request(s) never finished on {deployment.name!r}: "
+            f"check its scheduler settings (max_seqs, max_batched_tokens, kv_block_tokens)"
+        )
     gpus = float(deployment.gpus_per_replica)
     net = deployment.network
     stages = frame.select("request_id", "arrival_s", "prompt_tokens", "output_tokens",

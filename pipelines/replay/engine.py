@@ -3,7 +3,8 @@
 Semantics (vLLM-like; one truth for everything downstream):
 
 - Time advances by events: the next arrival, or the end of the step some replica is running.
-  Arrivals at the same instant as a step end are handled first, so they can join the next step.
+  Arrivals at the same instant as a step end are handled first, so they can join the next step;
+  an idle replica that receives a request schedules a step at that instant the same way.
 - Router: each arrival goes to the replica with the fewest outstanding (waiting + running)
   requests, lowest index on ties. It never moves afterwards.
 - Per replica, an FCFS waiting queue and a running set of at most `max_seqs` sequences.
@@ -23,7 +24,10 @@ Semantics (vLLM-like; one truth for everything downstream):
   At its end, a sequence whose prefill completed emits a token (its first token the first time),
   each decode emits a token, and a sequence with all its output tokens finishes and frees its KV.
 - Cached tokens (`cached_tokens`, known prefix hits) are in the KV cache on admission and are
-  not prefilled, but they are attended to and read.
+  not prefilled, but they are attended to and read. A preempted sequence recomputes everything,
+  its cached prefix included.
+- A sequence keeps its first admission time: if it is preempted before its first token, its
+  second wait in the queue counts as prefill time (it was admitted once already).
 
 Cost attribution (DESIGN.md): a step's GPU-seconds (duration x GPUs per replica) are split
 among the sequences in it. The roofline part max(compute, memory) goes by use of the bound
@@ -137,10 +141,11 @@ def simulate(
                 queue_next[tail[best]] = i
             tail[best] = i
             waiting[best] += 1
-            if busy_until[best] != np.inf:
-                continue
-            r = best
-            t = t_arr
+            if busy_until[best] == np.inf:
+                # An idle replica starts its next step "now", but through the event queue, so
+                # every request arriving at this same instant joins that first step.
+                busy_until[best] = t_arr
+            continue
         else:
             # -- the step on replica r ends: emit tokens, finish sequences ------------------
             t = t_end

@@ -130,6 +130,10 @@ class Catalog:
             layer_overhead_s=eff["layer_overhead_s"] if layer_overhead_s is None else layer_overhead_s,
             allreduce_latency_s=eff["allreduce_latency_s"],
         )
+        for option in ("max_seqs", "max_batched_tokens", "kv_block_tokens"):
+            value = scheduler_options.get(option, 1)
+            if int(value) != value or value < 1:
+                raise CatalogError(f"{option}={value}: expected a whole number >= 1")
         for label in ("compute_efficiency", "bandwidth_efficiency"):
             value = getattr(efficiency, label)
             if not 0.0 < value <= 1.0:

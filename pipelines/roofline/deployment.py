@@ -19,7 +19,12 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   workspace of one step (an estimate: attention and MLP intermediates of the largest step).
 - ridge point: effective FLOP/s / effective bandwidth, in FLOPs per byte. A decode step over a
   batch of b sequences does ~F_tok * b FLOPs for W bytes of weights, so decode turns compute-bound
-  near b* = ridge * W / F_tok (ignoring KV reads, which push b* further out).
+  near b* = ridge * W / F_tok (ignoring KV reads, which push b* further out). For a mixture of
+  experts W here is all weights, so b* is an upper bound: a small batch touches fewer experts.
+- memory_gb is read as GiB (2^30 bytes): an "80 GB" H100 or A100 has 80 GiB of HBM.
+- attention FLOPs use q_heads * head_dim for every model. For MLA (DeepSeek-V3) this is an
+  approximation that undercounts (absorbed MLA attends over the 512 + 64 latent), to be refined
+  with the calibration work.
 """
 
 from __future__ import annotations

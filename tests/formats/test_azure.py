@@ -98,7 +98,7 @@ def test_later_azure_formats(name, first_ts, last_ts, first_tokens):
     assert r["arrival_ts"][0] == first_ts and r["arrival_ts"][-1] == last_ts
     assert r["arrival_s"][-1] == pytest.approx((last_ts - first_ts).total_seconds(), abs=1e-6)
     assert (r["prompt_tokens"][0], r["output_tokens"][0]) == first_tokens
-    assert r["trace"][0] == name.split(".")[0]
+    assert r["trace"][0] == name.removesuffix(".csv")
 
 
 def test_multimodal_columns_are_mapped_by_name():
@@ -241,3 +241,11 @@ def test_not_an_azure_trace(tmp_path, name, content):
         read_azure_csv(path)
     assert str(path) in str(info.value)
     assert "TIMESTAMP,ContextTokens,GeneratedTokens" in str(info.value)
+
+
+def test_trace_names_keep_dates_and_drop_format_suffixes():
+    from pipelines.formats.common import trace_name
+
+    assert trace_name(Path("conv.2024-01-01.csv")) == "conv.2024-01-01"
+    assert trace_name(Path("conv.2024-01-02.csv.gz")) == "conv.2024-01-02"
+    assert trace_name(Path("AzureLLMInferenceTrace_code.csv")) == "AzureLLMInferenceTrace_code"

@@ -280,3 +280,12 @@ def test_invariants_hold_on_random_traces(requests, replicas, chunked, max_batch
     result = replay_fleet(requests, d, bin_s=1.0)
     assert result.stages.height == requests.height
     assert_invariants(result, d)
+
+
+def test_simultaneous_arrivals_on_an_idle_replica_share_the_first_step():
+    """Requests logged at the same instant are batched together, not queued behind the first."""
+    d = load_catalog().deployment("seed-example")
+    stages = replay(pl.DataFrame({"arrival_s": [0.0, 0.0, 0.0], "prompt_tokens": [500] * 3,
+                                  "output_tokens": [10] * 3}), d)
+    assert stages["admitted_s"].to_list() == [0.0, 0.0, 0.0]
+    assert stages["queue_s"].max() == 0.0

@@ -193,3 +193,9 @@ def test_decode_compute_bound_batch(catalog):
     # dense bf16: W = 2 B x params and F = 2 FLOPs x params, so b* is the ridge point itself
     dense = catalog.deployment("azure-2023-70b-h100")
     assert dense.decode_compute_bound_batch == pytest.approx(dense.ridge_flops_per_byte, rel=1e-12)
+
+
+@pytest.mark.parametrize("option", ["max_seqs", "max_batched_tokens", "kv_block_tokens"])
+def test_scheduler_sizes_must_be_positive_whole_numbers(option):
+    with pytest.raises(CatalogError, match=option):
+        load_catalog().build(model="llama-2-7b", gpu="a100-80gb-sxm", **{option: 0})

@@ -30,6 +30,7 @@ def conn():
             "network_s": [0.05, 0.05], "ttft_s": [0.15, 1.55], "tpot_s": [5.0 / 199, None],
             "e2e_s": [5.15, 1.55], "preemptions": [0, 0],
             "prefill_gpu_s": [0.2, 1.0], "decode_gpu_s": [9.8, 0.0], "gpu_s": [10.0, 1.0],
+            "compute_gpu_s": [0.0, 1.0],
             "finished_s": [5.1, 2.5], "bound": ["memory", "compute"],
         }))
         write_table(c, "fleet_timeline", pl.DataFrame({

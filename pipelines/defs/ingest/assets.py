@@ -37,6 +37,11 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             raise dg.Failure(str(exc)) from None
         context.log.info(f"{file.name}: {results[-1].rows_read} rows read, "
                          f"{results[-1].rejected.height} rejected")
+    names = [r.requests["trace"][0] for r in results if r.requests.height]
+    clashes = sorted({n for n in names if names.count(n) > 1})
+    if clashes:
+        raise dg.Failure(f"{folder}: several files would make trace(s) {clashes}; rename them so "
+                         f"each file has its own name")
     frames = {
         "requests": pl.concat([r.requests for r in results]) if results else pl.DataFrame(schema=REQUESTS_SCHEMA),
         "rejected_requests": pl.concat([r.rejected for r in results]) if results else pl.DataFrame(schema=REJECTED_SCHEMA),
