@@ -1,5 +1,5 @@
-"""`python -m pipelines.summary`: print the fleet summary and the top request shapes from the
-warehouse (read-only), and say where the warehouse and the report files are."""
+"""`python -m pipelines.summary`: print the fleet summary, the top request shapes and the what-if
+savings from the warehouse (read-only), and say where the warehouse and the report files are."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ import sys
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from pipelines import settings
-from pipelines.reports.text import SHAPE_COLUMNS, headline, markdown_table, summary_lines
-from pipelines.warehouse import read_table
+from pipelines.reports.text import (
+    SHAPE_COLUMNS,
+    WHAT_IF_COLUMNS,
+    ReportTables,
+    headline,
+    markdown_table,
+    summary_lines,
+)
 
 
 def main(top: int = 10) -> int:
@@ -20,22 +27,25 @@ def main(top: int = 10) -> int:
         return 1
     with duckdb.connect(str(path), read_only=True) as conn:
         try:
-            summary = read_table(conn, "fleet_summary")
-            shapes = read_table(conn, "shape_spend")
+            tables = ReportTables.read(conn)
         except duckdb.CatalogException:
             print(f"fleetspend: {path} has no report tables yet; run `make demo`", file=sys.stderr)
             return 1
-    columns = {k: v for k, v in SHAPE_COLUMNS.items() if k not in ("cum_pct_spend", "bound")}
+    shape_columns = {k: v for k, v in SHAPE_COLUMNS.items()
+                     if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever")}
+    what_if_columns = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "description"}
     print("\n== Fleet summary ==")
-    print("\n".join(summary_lines(summary)))
+    print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
     print(f"\n== Top {top} request shapes by share of spend ==")
-    print(markdown_table(shapes.sort("rank").head(top), columns))
-    print("\n" + headline(summary, shapes))
+    print(markdown_table(tables.shape_spend.sort("rank").head(top), shape_columns))
+    print("\n== What-if replays (all shapes) ==")
+    print(markdown_table(tables.what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day"),
+                         what_if_columns))
+    print("\n" + headline(tables))
     reports = settings.reports_dir()
     shell = Path(sys.executable).with_name("duckdb")
     print(f"\nWarehouse: {path}\n  query it: {shell} -readonly {path} \"FROM shape_spend LIMIT 5\"")
-    print(f"Reports:   {reports / 'report.md'}, {reports / 'spend_share.png'}, "
-          f"{reports / 'spend_share.html'}")
+    print(f"Reports:   {reports / 'report.html'}, {reports / 'report.md'} (charts beside them)")
     return 0
 
 

@@ -1,7 +1,11 @@
 -- Request shapes ranked by their share of the fleet's attributed GPU spend (baseline scenario).
 -- dominant_stage: the stage holding most of the shape's summed latency;
 -- cost_stage: prefill or decode, whichever holds more of its dollars;
--- bound: the resource (compute or memory) that bound most of its GPU-seconds.
+-- bound: the resource (compute or memory) that bound most of its GPU-seconds;
+-- lever: what cuts the dominant stage (the source chapter's levers): decode -> batching,
+-- speculative decoding, lower precision, KV-cache compression; prefill -> prompt/prefix caching,
+-- context trimming; queue -> more replicas or scheduling; network -> streaming and placement.
+-- Queue and network hold no GPU, so GPU time splits into prefill and decode only.
 CREATE OR REPLACE TABLE shape_spend AS
 WITH per_shape AS (
     SELECT
@@ -17,6 +21,8 @@ WITH per_shape AS (
         sum(total_usd) AS spend_usd,
         sum(prefill_usd) AS prefill_usd,
         sum(decode_usd) AS decode_usd,
+        sum(prefill_gpu_s) AS prefill_gpu_s,
+        sum(decode_gpu_s) AS decode_gpu_s,
         sum(compute_gpu_s) AS compute_bound_gpu_s,
         sum(gpu_s) AS gpu_s,
         sum(queue_s) AS queue_s,
@@ -33,7 +39,16 @@ WITH per_shape AS (
     GROUP BY shape
 ),
 latency AS (
-    SELECT *, queue_s + prefill_s + decode_s + network_s AS latency_s FROM per_shape
+    SELECT
+        *,
+        queue_s + prefill_s + decode_s + network_s AS latency_s,
+        CASE greatest(queue_s, prefill_s, decode_s, network_s)
+            WHEN decode_s THEN 'decode'
+            WHEN prefill_s THEN 'prefill'
+            WHEN queue_s THEN 'queue'
+            ELSE 'network'
+        END AS dominant_stage
+    FROM per_shape
 ),
 ranked AS (
     SELECT
@@ -65,12 +80,15 @@ SELECT
     100 * network_s / latency_s AS network_pct_latency,
     100 * prefill_usd / spend_usd AS prefill_pct_spend,
     100 * decode_usd / spend_usd AS decode_pct_spend,
-    CASE greatest(queue_s, prefill_s, decode_s, network_s)
-        WHEN decode_s THEN 'decode'
-        WHEN prefill_s THEN 'prefill'
-        WHEN queue_s THEN 'queue'
-        ELSE 'network'
-    END AS dominant_stage,
+    100 * prefill_gpu_s / gpu_s AS prefill_pct_gpu_time,
+    100 * decode_gpu_s / gpu_s AS decode_pct_gpu_time,
+    dominant_stage,
+    CASE dominant_stage
+        WHEN 'decode' THEN 'batching, speculative decoding, lower precision, KV-cache compression'
+        WHEN 'prefill' THEN 'prompt/prefix caching, context trimming'
+        WHEN 'queue' THEN 'more replicas or scheduling'
+        ELSE 'streaming and placement'
+    END AS lever,
     CASE WHEN decode_usd >= prefill_usd THEN 'decode' ELSE 'prefill' END AS cost_stage,
     CASE WHEN compute_bound_gpu_s * 2 >= gpu_s THEN 'compute' ELSE 'memory' END AS bound,
     prompt_lower,

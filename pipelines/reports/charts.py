@@ -1,4 +1,9 @@
-"""Altair charts of the report tables, saved as PNG and as self-contained HTML (works offline)."""
+"""Altair charts of the report tables, saved as PNG and as self-contained HTML (works offline).
+
+Every chart is drawn from an aggregated report table (one row per shape, per shape and stage,
+per trace and minute, per scenario), never from per-request rows, so it stays small and readable
+whether the trace holds thousands or 27 million requests.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +12,138 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
+from pipelines.reports.text import ReportTables
 
-def spend_share_chart(shape_spend: pl.DataFrame, top: int = 15) -> alt.Chart:
-    """Horizontal bars: each shape's share of GPU spend, split into its prefill and decode dollars.
+STAGE_COLORS = alt.Scale(domain=["queue", "prefill", "decode", "network"],
+                         range=["#9d9d9d", "#f58518", "#4c78a8", "#54a24b"])
 
-    shape_spend is one row per shape (at most 25), so the chart stays small whatever the
-    number of requests behind it.
-    """
-    data = (
-        shape_spend.sort("rank").head(top)
-        .with_columns(prefill=pl.col("pct_spend") * pl.col("prefill_pct_spend") / 100,
-                      decode=pl.col("pct_spend") * pl.col("decode_pct_spend") / 100)
+
+def pareto_chart(shape_spend: pl.DataFrame, top: int = 15) -> alt.LayerChart:
+    """Pareto of spend by shape: bars (each shape's share, split into prefill and decode dollars)
+    and the cumulative share as a line."""
+    ranked = shape_spend.sort("rank").head(top)
+    bars = (
+        ranked.with_columns(prefill=pl.col("pct_spend") * pl.col("prefill_pct_spend") / 100,
+                            decode=pl.col("pct_spend") * pl.col("decode_pct_spend") / 100)
         .unpivot(index=["rank", "shape", "pct_spend", "dominant_stage"], on=["prefill", "decode"],
                  variable_name="stage", value_name="pct_of_fleet")
     )
-    return (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            x=alt.X("sum(pct_of_fleet):Q", title="share of attributed GPU spend (%)"),
-            y=alt.Y("shape:N", sort=alt.EncodingSortField("rank"), title=None),
-            color=alt.Color("stage:N", title="GPU time in",
-                            scale=alt.Scale(domain=["prefill", "decode"], range=["#f58518", "#4c78a8"])),
-            order=alt.Order("stage:N", sort="descending"),
-            tooltip=["shape", "stage", alt.Tooltip("pct_of_fleet:Q", format=".1f"),
-                     alt.Tooltip("pct_spend:Q", format=".1f", title="shape % of spend"),
-                     alt.Tooltip("dominant_stage:N", title="dominant latency stage")],
-        )
-        .properties(title="Where the GPU money goes, by request shape", width=520)
+    x = alt.X("shape:N", sort=ranked["shape"].to_list(), title=None,
+              axis=alt.Axis(labelAngle=-40, labelLimit=220))
+    bar = alt.Chart(bars).mark_bar().encode(
+        x=x,
+        y=alt.Y("sum(pct_of_fleet):Q", title="% of attributed GPU spend"),
+        color=alt.Color("stage:N", title="GPU time in", scale=STAGE_COLORS),
+        order=alt.Order("stage:N", sort="descending"),
+        tooltip=["shape", "stage", alt.Tooltip("pct_of_fleet:Q", format=".1f"),
+                 alt.Tooltip("dominant_stage:N", title="dominant latency stage")],
     )
+    line = alt.Chart(ranked).mark_line(point=True, color="#e45756").encode(
+        x=x, y=alt.Y("cum_pct_spend:Q", title="cumulative %", scale=alt.Scale(domain=[0, 100])),
+        tooltip=["shape", alt.Tooltip("cum_pct_spend:Q", format=".1f", title="cumulative %")],
+    )
+    return (alt.layer(bar, line).resolve_scale(y="independent")
+            .properties(title="Pareto: spend by request shape (bars) and cumulative share (line)",
+                        width=620, height=300))
 
 
-def save_chart(chart: alt.Chart, directory: Path, stem: str) -> dict[str, Path]:
+def heatmap_chart(shape_spend: pl.DataFrame) -> alt.LayerChart:
+    """Share of spend over prompt bucket x output bucket, buckets in size order."""
+    prompt_order = shape_spend.sort("prompt_lower")["prompt_bucket"].unique(maintain_order=True).to_list()
+    output_order = shape_spend.sort("output_lower")["output_bucket"].unique(maintain_order=True).to_list()
+    base = alt.Chart(shape_spend.select("shape", "prompt_bucket", "output_bucket", "pct_spend",
+                                        "spend_usd", "requests")).encode(
+        x=alt.X("output_bucket:N", sort=output_order, title="output length",
+                axis=alt.Axis(labelAngle=-20)),
+        y=alt.Y("prompt_bucket:N", sort=prompt_order[::-1], title="prompt length"),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("pct_spend:Q", title="% of spend", scale=alt.Scale(scheme="blues")),
+        tooltip=["shape", alt.Tooltip("pct_spend:Q", format=".1f"),
+                 alt.Tooltip("spend_usd:Q", format="$,.2f"), alt.Tooltip("requests:Q", format=",")],
+    )
+    labels = base.mark_text(fontSize=12).encode(
+        text=alt.Text("pct_spend:Q", format=".1f"),
+        color=alt.condition(alt.datum.pct_spend > 20, alt.value("white"), alt.value("black")),
+    )
+    return (cells + labels).properties(title="Share of spend (%) by prompt x output length",
+                                       width=440, height=260)
+
+
+def stage_share_chart(stage_breakdown: pl.DataFrame, top: int = 12) -> alt.HConcatChart:
+    """Per shape (and 'all'), stacked stage shares of latency next to those of GPU time."""
+    shown = stage_breakdown.filter(pl.col("rank") <= top).sort("rank", "stage_order")
+    order = shown["shape"].unique(maintain_order=True).to_list()
+    data = shown.unpivot(
+        index=["rank", "shape", "stage", "stage_order"], on=["pct_latency", "pct_gpu_time"],
+        variable_name="measure", value_name="pct")
+
+    def panel(measure: str, title: str, show_labels: bool) -> alt.Chart:
+        return alt.Chart(data.filter(pl.col("measure") == measure)).mark_bar().encode(
+            x=alt.X("pct:Q", title=title, scale=alt.Scale(domain=[0, 100])),
+            y=alt.Y("shape:N", sort=order, title=None,
+                    axis=alt.Axis(labels=show_labels, labelLimit=240)),
+            color=alt.Color("stage:N", scale=STAGE_COLORS, title="stage"),
+            order=alt.Order("stage_order:Q"),
+            tooltip=["shape", "stage", alt.Tooltip("pct:Q", format=".1f")],
+        ).properties(width=300, height=alt.Step(18))
+
+    return alt.hconcat(panel("pct_latency", "% of latency", True),
+                       panel("pct_gpu_time", "% of GPU time", False)).properties(
+        title="Where each shape's latency and GPU time go (shapes by spend rank; 'all' first)")
+
+
+def timeline_chart(timeline: pl.DataFrame) -> alt.VConcatChart:
+    """The fleet per minute and trace: utilization, sequences running, KV use, requests queued."""
+    data = timeline.with_columns(minute=pl.col("minute_s") / 60)
+    panels = [("utilization", "busy share", ".0%"), ("sequences", "sequences running", ",.0f"),
+              ("kv_use", "KV-cache use", ".0%"), ("queued", "requests queued", ",.0f")]
+    return alt.vconcat(*[
+        alt.Chart(data).mark_line().encode(
+            x=alt.X("minute:Q", title="minute of the trace" if i == len(panels) - 1 else None),
+            y=alt.Y(f"{column}:Q", title=title, axis=alt.Axis(format=fmt)),
+            color=alt.Color("trace:N", title="trace"),
+            tooltip=["trace", "minute", alt.Tooltip(f"{column}:Q", format=fmt)],
+        ).properties(width=620, height=90)
+        for i, (column, title, fmt) in enumerate(panels)
+    ]).properties(title="The fleet minute by minute")
+
+
+def what_if_chart(what_if: pl.DataFrame) -> alt.HConcatChart:
+    """Per scenario (all shapes): change of busy-GPU spend and of p95 TTFT vs the baseline."""
+    data = what_if.filter(pl.col("shape") == "all").with_columns(
+        delta_ttft_pct=100 * pl.col("delta_p95_ttft_s") / pl.col("baseline_p95_ttft_s"))
+    order = data.sort("delta_pct")["scenario"].to_list()
+
+    def panel(column: str, title: str, show_labels: bool) -> alt.Chart:
+        return alt.Chart(data).mark_bar().encode(
+            x=alt.X(f"{column}:Q", title=title),
+            y=alt.Y("scenario:N", sort=order, title=None, axis=alt.Axis(labels=show_labels)),
+            color=alt.condition(f"datum.{column} < 0", alt.value("#54a24b"), alt.value("#e45756")),
+            tooltip=["scenario", "description", alt.Tooltip(f"{column}:Q", format="+.1f"),
+                     alt.Tooltip("delta_usd_per_day:Q", format="$,.0f", title="Δ $/day")],
+        ).properties(width=280, height=alt.Step(22))
+
+    return alt.hconcat(panel("delta_pct", "Δ busy-GPU spend (%)", True),
+                       panel("delta_ttft_pct", "Δ p95 TTFT (%)", False)).properties(
+        title="What-if replays of the same traces: change vs baseline (green = lower)")
+
+
+def save_chart(chart: alt.TopLevelMixin, directory: Path, stem: str) -> dict[str, Path]:
     """Write <stem>.png and <stem>.html (Vega inlined, no network needed to view)."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {"png": directory / f"{stem}.png", "html": directory / f"{stem}.html"}
     chart.save(paths["png"], scale_factor=2)
     chart.save(paths["html"], inline=True)
     return paths
+
+
+def report_charts(t: ReportTables) -> dict[str, alt.TopLevelMixin]:
+    """Every chart of the report, by the stem its files are saved under (text.CHARTS)."""
+    return {
+        "pareto": pareto_chart(t.shape_spend),
+        "heatmap": heatmap_chart(t.shape_spend),
+        "stage_shares": stage_share_chart(t.stage_breakdown),
+        "timeline": timeline_chart(t.fleet_timeline_minute),
+        "what_if": what_if_chart(t.what_if),
+    }

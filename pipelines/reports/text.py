@@ -1,15 +1,68 @@
-"""The fleet summary and the shape ranking as text: printed by `make demo`, written to report.md."""
+"""The report's content, once: the headline (each number with the table row it comes from) and
+the sections as a list of blocks, which `report_markdown` (report.md, `make demo`) and
+pipelines/reports/html.py (report.html) render."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import duckdb
 import polars as pl
+
+from pipelines.warehouse import read_table
 
 SHAPE_COLUMNS = {
     "rank": "#", "shape": "shape", "pct_spend": "% spend", "cum_pct_spend": "cum %",
     "pct_requests": "% requests", "spend_usd": "$", "usd_per_request": "$/request",
-    "p95_ttft_s": "p95 TTFT s", "p50_tpot_s": "p50 TPOT s", "dominant_stage": "dominant stage",
-    "cost_stage": "cost stage", "bound": "bound",
+    "usd_per_1m_output_tokens": "$/1M out", "p95_ttft_s": "p95 TTFT s", "p50_tpot_s": "p50 TPOT s",
+    "dominant_stage": "dominant stage", "bound": "bound", "lever": "lever",
 }
+STAGE_COLUMNS = {"stage": "stage", "latency_s": "latency s (sum)", "pct_latency": "% latency",
+                 "gpu_hours": "GPU-hours", "pct_gpu_time": "% GPU time", "spend_usd": "$",
+                 "pct_spend": "% spend"}
+WHAT_IF_COLUMNS = {
+    "scenario": "scenario", "description": "what changes", "spend_usd": "busy $",
+    "delta_pct": "Δ spend %", "delta_usd_per_day": "Δ $/day", "p95_ttft_s": "p95 TTFT s",
+    "delta_p95_ttft_s": "Δ p95 TTFT s", "p95_tpot_s": "p95 TPOT s", "delta_p95_tpot_s": "Δ p95 TPOT s",
+    "delta_fleet_usd": "Δ fleet $",
+}
+CHARGEBACK_COLUMNS = {"dimension": "by", "value": "who", "requests": "requests",
+                      "spend_usd": "$", "pct_spend": "% spend",
+                      "usd_per_1m_output_tokens": "$/1M out", "p95_ttft_s": "p95 TTFT s"}
+REPORT_TABLES = ("fleet_summary", "shape_spend", "stage_breakdown", "what_if", "chargeback",
+                 "fleet_timeline_minute")
+# Chart stem -> (title in the report, caption); pipelines/reports/charts.py draws them.
+CHARTS = {
+    "pareto": "Pareto of spend by request shape",
+    "heatmap": "Spend over prompt x output length",
+    "stage_shares": "Stage shares of latency and GPU time per shape",
+    "timeline": "The fleet minute by minute",
+    "what_if": "What-if replays",
+}
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    """The report tables of the warehouse, as Polars frames."""
+
+    fleet_summary: pl.DataFrame
+    shape_spend: pl.DataFrame
+    stage_breakdown: pl.DataFrame
+    what_if: pl.DataFrame
+    chargeback: pl.DataFrame
+    fleet_timeline_minute: pl.DataFrame
+
+    @classmethod
+    def read(cls, conn: duckdb.DuckDBPyConnection) -> ReportTables:
+        return cls(**{t: read_table(conn, t) for t in REPORT_TABLES})
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One number of the headline, and where to find it in the warehouse."""
+
+    text: str
+    source: str
 
 
 def _fmt(value) -> str:
@@ -24,11 +77,15 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def table_rows(frame: pl.DataFrame, columns: dict[str, str]) -> list[list[str]]:
+    """The cells of `columns`, formatted for reading."""
+    return [[_fmt(row[c]) for c in columns] for row in frame.select(list(columns)).iter_rows(named=True)]
+
+
 def markdown_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
     head = "| " + " | ".join(columns.values()) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"
-    rows = ["| " + " | ".join(_fmt(row[c]) for c in columns) + " |"
-            for row in frame.select(list(columns)).iter_rows(named=True)]
+    rows = ["| " + " | ".join(cells) + " |" for cells in table_rows(frame, columns)]
     return "\n".join([head, rule, *rows])
 
 
@@ -37,7 +94,7 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
     lines = []
     for s in summary.iter_rows(named=True):
         lines.append(
-            f"- **{s['trace']}**: {s['requests']:,} requests, {s['prompt_tokens']:,} prompt + "
+            f"**{s['trace']}**: {s['requests']:,} requests, {s['prompt_tokens']:,} prompt + "
             f"{s['output_tokens']:,} output tokens; {s['gpu_hours']:,.1f} GPU-hours = "
             f"${s['spend_usd']:,.2f} (idle {100 * s['idle_share']:.1f}% = ${s['idle_usd']:,.2f}); "
             f"TTFT p50/p95 {s['p50_ttft_s']:.3f}/{s['p95_ttft_s']:.3f} s; "
@@ -47,41 +104,103 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
     return lines
 
 
-def headline(summary: pl.DataFrame, shapes: pl.DataFrame) -> str:
-    """One sentence a reader takes away, every number traceable to shape_spend / fleet_summary."""
-    fleet = summary.filter(pl.col("trace") == "all").row(0, named=True)
-    decode_usd = (shapes["spend_usd"] * shapes["decode_pct_spend"] / 100).sum()
-    top3 = shapes.sort("rank").head(3)["pct_spend"].sum()
-    first = shapes.sort("rank").row(0, named=True)
-    return (
-        f"Decode owns {100 * decode_usd / shapes['spend_usd'].sum():.0f}% of attributed GPU spend; "
-        f"the top 3 of {shapes.height} request shapes hold {top3:.0f}% of it, led by "
-        f"'{first['shape']}' ({first['pct_spend']:.0f}%, {first['dominant_stage']}-dominated). "
-        f"Idle GPUs cost {100 * fleet['idle_share']:.1f}% of the ${fleet['spend_usd']:,.2f} total."
-    )
+def best_scenario(what_if: pl.DataFrame) -> dict | None:
+    """The what-if scenario (all shapes) that frees the most busy-GPU dollars per day without
+    making p95 TTFT or p95 TPOT worse, if any does: a saving bought with latency is not a lever
+    the headline should recommend (the table shows those too)."""
+    rows = what_if.filter((pl.col("shape") == "all") & (pl.col("delta_usd_per_day") < 0)
+                          & (pl.col("delta_p95_ttft_s") <= 0) & (pl.col("delta_p95_tpot_s") <= 0))
+    return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
 
 
-def report_markdown(summary: pl.DataFrame, shapes: pl.DataFrame, deployment: str,
-                    chart_png: str) -> str:
-    return "\n".join([
-        "# fleetspend report",
-        "",
-        headline(summary, shapes),
-        "",
-        f"Deployment replayed: `{deployment}` (see the `roofline` table for its coefficients).",
-        "",
-        "## Fleet",
-        "",
-        *summary_lines(summary),
-        "",
-        "## Request shapes by share of spend",
-        "",
-        f"![spend share by shape]({chart_png})",
-        "",
-        markdown_table(shapes.sort("rank"), SHAPE_COLUMNS),
-        "",
-        "Dominant stage: the stage holding most of the shape's latency. Cost stage: prefill or "
-        "decode, whichever holds more of its dollars. Bound: the resource that limited most of "
-        "its GPU-seconds.",
-        "",
-    ])
+def headline_facts(t: ReportTables) -> list[Fact]:
+    """The headline's sentences, each number traceable to the named table row."""
+    decode = t.stage_breakdown.filter((pl.col("shape") == "all") & (pl.col("stage") == "decode")).row(0, named=True)
+    top = t.shape_spend.sort("rank")
+    top3 = top.head(3).row(-1, named=True)
+    first = top.row(0, named=True)
+    fleet = t.fleet_summary.filter(pl.col("trace") == "all").row(0, named=True)
+    facts = [
+        Fact(f"Decode owns {decode['pct_spend']:.0f}% of attributed GPU spend",
+             "stage_breakdown: shape = 'all', stage = 'decode', pct_spend"),
+        Fact(f"the top {top3['rank']} of {top.height} request shapes are {top3['cum_pct_spend']:.0f}% of it, "
+             f"led by '{first['shape']}' ({first['pct_spend']:.0f}%, {first['dominant_stage']}-dominated: "
+             f"{first['lever']})",
+             f"shape_spend: rank = {top3['rank']}, cum_pct_spend; rank = 1, pct_spend, dominant_stage, lever"),
+        Fact(f"idle GPUs are {100 * fleet['idle_share']:.0f}% of the ${fleet['spend_usd']:,.2f} the fleet cost",
+             "fleet_summary: trace = 'all', idle_share, spend_usd"),
+    ]
+    best = best_scenario(t.what_if)
+    if best is not None:
+        facts.append(Fact(
+            f"the best lever that keeps p95 latency no worse, '{best['scenario']}' ({best['description']}), "
+            f"would save ${-best['delta_usd_per_day']:,.0f}/day of busy-GPU spend ({best['delta_pct']:+.0f}%), "
+            f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s",
+            f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day, delta_pct, p95_ttft_s"))
+    return facts
+
+
+def headline(t: ReportTables) -> str:
+    """The facts as two sentences: where the money goes, then what would cut it."""
+    facts = [f.text for f in headline_facts(t)]
+    where = "; ".join(facts[:3]) + "."
+    return where if len(facts) == 3 else f"{where} {facts[3][0].upper()}{facts[3][1:]}."
+
+
+def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
+    """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
+    ("chart", stem). Text may hold **bold** and `code`."""
+    overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
+    scenarios = t.what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day")
+    chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS)] if t.chargeback.height else
+                  [("p", "The traces name no model or tenant, so the `chargeback` table is empty.")])
+    return [
+        ("h1", "fleetspend report"),
+        ("p", "**" + headline(t) + "**"),
+        ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
+        ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
+        ("h2", "Fleet"),
+        ("ul", summary_lines(t.fleet_summary)),
+        ("h2", "Request shapes by share of spend"),
+        ("chart", "pareto"),
+        ("chart", "heatmap"),
+        ("table", t.shape_spend.sort("rank"), SHAPE_COLUMNS),
+        ("p", "Dominant stage: the stage holding most of the shape's latency; the lever is what cuts "
+              "that stage. Bound: the resource (compute or memory) that limited most of its GPU-seconds. "
+              "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."),
+        ("h2", "Where the time and the GPU go"),
+        ("chart", "stage_shares"),
+        ("table", overall, STAGE_COLUMNS),
+        ("p", "Queue and network time hold no GPU: GPU time and dollars split into prefill and decode."),
+        ("h2", "What would cut it: what-if replays"),
+        ("p", "Each scenario (`data/reference/scenarios.csv`) is a full replay of the same traces on a "
+              "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales the "
+              "replayed hour to a day, Δ fleet $ is the change of what the fleet costs (busy + idle). "
+              "Per-shape deltas are in the `what_if` table."),
+        ("chart", "what_if"),
+        ("table", scenarios, WHAT_IF_COLUMNS),
+        ("h2", "Chargeback: spend by model and tenant"),
+        *chargeback,
+        ("h2", "The fleet over time"),
+        ("chart", "timeline"),
+    ]
+
+
+def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
+    kind = block[0]
+    if kind == "h1":
+        return f"# {block[1]}"
+    if kind == "h2":
+        return f"## {block[1]}"
+    if kind == "ul":
+        return "\n".join(f"- {item}" for item in block[1])
+    if kind == "table":
+        return markdown_table(block[1], block[2])
+    if kind == "chart":
+        return f"![{CHARTS[block[1]]}]({charts[block[1]]})"
+    return block[1]
+
+
+def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str]) -> str:
+    """report.md; `charts` maps each chart stem to the PNG path to link."""
+    return "\n\n".join(_markdown_block(b, charts) for b in report_blocks(t, deployment)) + "\n"

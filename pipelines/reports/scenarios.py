@@ -1,0 +1,131 @@
+"""What-if scenarios: data/reference/scenarios.csv turned into deployments and request logs that
+the replay runs again, so a lever's value is measured on the same trace, not asserted.
+
+A scenario row changes the baseline deployment and/or the requests; an empty cell keeps the
+baseline's value:
+
+    gpu, tp, weights, kv_cache, replicas, max_seqs   the deployment (catalog.build)
+    prefix_cache   'off': no prompt token is served from cache; a share s in [0, 1): each
+                   request's cached_tokens becomes max(logged, min(floor(s * prompt), prompt - 1))
+    output_cap     output_tokens becomes min(output_tokens, cap)
+
+A GPU swap takes the new GPU family's efficiency factors and default price; otherwise the
+baseline's efficiency overrides and price plan are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.roofline import CatalogError
+from pipelines.roofline.catalog import Catalog
+from pipelines.roofline.deployment import Deployment
+
+COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "tp": pl.Int64,
+           "weights": pl.String, "kv_cache": pl.String, "replicas": pl.Int64,
+           "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
+           "source": pl.String}
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+class ScenarioError(ValueError):
+    """The scenarios file or one of its rows is wrong; the message names the file and the row."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    scenario: str
+    description: str
+    gpu: str | None = None
+    tp: int | None = None
+    weights: str | None = None
+    kv_cache: str | None = None
+    replicas: int | None = None
+    max_seqs: int | None = None
+    prefix_cache: str | None = None
+    output_cap: int | None = None
+    source: str | None = None
+
+    @property
+    def cached_share(self) -> float | None:
+        """None: cache hits as logged; 0.0 for 'off'; else the assumed hit share."""
+        if self.prefix_cache is None:
+            return None
+        return 0.0 if self.prefix_cache == "off" else float(self.prefix_cache)
+
+
+def load_scenarios(path: Path) -> list[Scenario]:
+    """Read and check the scenarios file; every problem is one ScenarioError naming it."""
+    if not path.is_file():
+        raise ScenarioError(f"scenarios file {path} is missing: expected a CSV with columns "
+                            f"{', '.join(COLUMNS)}")
+    try:
+        frame = pl.read_csv(path, schema_overrides=COLUMNS)
+    except pl.exceptions.PolarsError as exc:
+        raise ScenarioError(f"scenarios file {path} is not a readable CSV: {exc}") from None
+    if set(frame.columns) != set(COLUMNS):
+        raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected {list(COLUMNS)}")
+    scenarios = [Scenario(**row) for row in frame.select(list(COLUMNS)).iter_rows(named=True)]
+    names = [s.scenario for s in scenarios]
+    for line, s in enumerate(scenarios, start=2):
+        where = f"scenarios file {path}, line {line}"
+        if s.scenario is None or not _NAME.match(s.scenario) or s.scenario == "baseline":
+            raise ScenarioError(f"{where}: scenario name {s.scenario!r} must be lower-case letters, "
+                                f"digits, '-', '_' or '.', and not 'baseline'")
+        if names.count(s.scenario) > 1:
+            raise ScenarioError(f"{where}: scenario {s.scenario!r} appears more than once")
+        for label in ("tp", "replicas", "max_seqs", "output_cap"):
+            value = getattr(s, label)
+            if value is not None and value < 1:
+                raise ScenarioError(f"{where}: {label}={value}, expected a whole number >= 1")
+        if s.prefix_cache is not None and s.prefix_cache != "off":
+            try:
+                share = float(s.prefix_cache)
+            except ValueError:
+                share = math.nan
+            if not 0.0 <= share < 1.0:
+                raise ScenarioError(f"{where}: prefix_cache={s.prefix_cache!r}, expected 'off' "
+                                    f"or a share of each prompt in [0, 1)")
+    return scenarios
+
+
+def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> Deployment:
+    """The baseline deployment with the scenario's changes (see the module docstring)."""
+    gpu = s.gpu or baseline.gpu.gpu
+    same_gpu = gpu == baseline.gpu.gpu
+    e = baseline.efficiency
+    kept = ({"compute_efficiency": e.compute_efficiency, "bandwidth_efficiency": e.bandwidth_efficiency,
+             "step_overhead_s": e.step_overhead_s, "layer_overhead_s": e.layer_overhead_s,
+             "price_provider": baseline.price_provider, "price_plan": baseline.price_plan}
+            if same_gpu else {})
+    scheduler = dataclasses.replace(baseline.scheduler,
+                                    max_seqs=s.max_seqs or baseline.scheduler.max_seqs)
+    try:
+        return catalog.build(
+            name=f"{baseline.name}+{s.scenario}", model=baseline.model.model, gpu=gpu,
+            tp=s.tp or baseline.tp, weights=s.weights or baseline.weight_dtype,
+            kv_cache=s.kv_cache or baseline.kv_dtype, replicas=s.replicas or baseline.replicas,
+            network=baseline.network, **kept, **dataclasses.asdict(scheduler),
+        )
+    except CatalogError as exc:
+        raise ScenarioError(f"scenario {s.scenario!r}: {exc}") from None
+
+
+def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
+    """The request log as the scenario sees it (output cap, prefix-cache hits)."""
+    frame = requests
+    if s.output_cap is not None:
+        frame = frame.with_columns(pl.min_horizontal("output_tokens", pl.lit(s.output_cap)))
+    share = s.cached_share
+    if share is not None:
+        logged = pl.col("cached_tokens").fill_null(0) if share > 0 else pl.lit(0)
+        assumed = pl.min_horizontal((pl.col("prompt_tokens") * share).floor().cast(pl.Int64),
+                                    pl.col("prompt_tokens") - 1)
+        frame = frame.with_columns(cached_tokens=pl.max_horizontal(logged, assumed))
+    return frame

@@ -1,0 +1,90 @@
+-- What-if: each scenario's replay (scenario_stages) against the baseline, per request shape (the
+-- shape of the baseline request, so an output cap does not move requests between shapes) and for
+-- all shapes together (shape = 'all', rank 0).
+--   spend_usd          attributed (busy) GPU spend: GPU-seconds x the scenario's $/GPU-hour
+--   delta_usd_per_day  delta_usd scaled to a day: each trace's delta x 86,400 / its baseline span
+--   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
+--                      it moves only when the fleet's GPUs, replicas, price or span change
+--   p95_ttft_s, p95_tpot_s and their deltas (scenario - baseline), seconds
+CREATE OR REPLACE TABLE what_if AS
+WITH base AS (
+    SELECT trace, request_id, shape, total_usd AS usd, ttft_s, tpot_s FROM request_shapes
+),
+spans AS (
+    SELECT trace, max(finished_s) AS span_s FROM request_stages WHERE scenario = 'baseline' GROUP BY trace
+),
+scen AS (
+    SELECT s.scenario, s.trace, b.shape, s.gpu_s * f.usd_per_gpu_hour / 3600 AS usd, s.ttft_s, s.tpot_s
+    FROM scenario_stages AS s
+    JOIN scenario_fleets AS f USING (trace, scenario)
+    JOIN base AS b USING (trace, request_id)
+),
+both_runs AS (
+    SELECT 'baseline' AS run, trace, shape, usd, ttft_s, tpot_s FROM base
+    UNION ALL
+    SELECT scenario AS run, trace, shape, usd, ttft_s, tpot_s FROM scen
+),
+stats AS (
+    SELECT
+        run,
+        CASE WHEN grouping(shape) = 1 THEN 'all' ELSE shape END AS shape,
+        count(*) AS requests,
+        sum(usd) AS spend_usd,
+        quantile_cont(ttft_s, 0.95) AS p95_ttft_s,
+        quantile_cont(tpot_s, 0.95) AS p95_tpot_s
+    FROM both_runs
+    GROUP BY GROUPING SETS ((run, shape), (run))
+),
+per_day AS (
+    SELECT
+        run,
+        CASE WHEN grouping(shape) = 1 THEN 'all' ELSE shape END AS shape,
+        sum(usd * 86400 / sp.span_s) AS usd_per_day
+    FROM both_runs
+    JOIN spans AS sp USING (trace)
+    GROUP BY GROUPING SETS ((run, shape), (run))
+),
+fleet AS (
+    SELECT scenario AS run, sum((gpu_s_attr.gpu_s + f.idle_gpu_s) * f.usd_per_gpu_hour / 3600) AS fleet_spend_usd
+    FROM scenario_fleets AS f
+    JOIN (SELECT trace, scenario, sum(gpu_s) AS gpu_s FROM scenario_stages GROUP BY ALL) AS gpu_s_attr
+      USING (trace, scenario)
+    GROUP BY scenario
+    UNION ALL
+    SELECT 'baseline', spend_usd FROM fleet_summary WHERE trace = 'all'
+),
+runs AS (
+    SELECT st.*, pd.usd_per_day, CASE WHEN st.shape = 'all' THEN fl.fleet_spend_usd END AS fleet_spend_usd
+    FROM stats AS st
+    JOIN per_day AS pd USING (run, shape)
+    LEFT JOIN fleet AS fl USING (run)
+),
+described AS (
+    SELECT DISTINCT scenario, description, deployment FROM scenario_fleets
+)
+SELECT
+    r.run AS scenario,
+    d.description,
+    d.deployment,
+    coalesce(ss.rank, 0) AS rank,
+    r.shape,
+    r.requests,
+    b.spend_usd AS baseline_usd,
+    r.spend_usd,
+    r.spend_usd - b.spend_usd AS delta_usd,
+    100 * (r.spend_usd - b.spend_usd) / b.spend_usd AS delta_pct,
+    r.usd_per_day - b.usd_per_day AS delta_usd_per_day,
+    b.p95_ttft_s AS baseline_p95_ttft_s,
+    r.p95_ttft_s,
+    r.p95_ttft_s - b.p95_ttft_s AS delta_p95_ttft_s,
+    b.p95_tpot_s AS baseline_p95_tpot_s,
+    r.p95_tpot_s,
+    r.p95_tpot_s - b.p95_tpot_s AS delta_p95_tpot_s,
+    b.fleet_spend_usd AS baseline_fleet_usd,
+    r.fleet_spend_usd,
+    r.fleet_spend_usd - b.fleet_spend_usd AS delta_fleet_usd
+FROM runs AS r
+JOIN runs AS b ON b.run = 'baseline' AND b.shape = r.shape
+JOIN described AS d ON d.scenario = r.run
+LEFT JOIN shape_spend AS ss ON ss.shape = r.shape
+ORDER BY r.run, rank;
