@@ -8,7 +8,7 @@ STAMP       := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export FLEETSPEND_WAREHOUSE ?= $(CURDIR)/data/warehouse/fleetspend.duckdb
 
-.PHONY: install demo test test-fast ui bench clean
+.PHONY: install demo test test-fast ui bench clean browser
 
 install: $(STAMP)
 
@@ -25,8 +25,16 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/dagster asset materialize -m pipelines.definitions --select '*'
 	$(BIN)/python -m pipelines.summary
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest
+
+# The report test opens report.html in headless Chromium (Debian package `chromium`). CI runs as
+# root on Debian, so it is installed there; elsewhere the test skips and says how to install it.
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	  else echo "note: chromium is missing; the report.html browser test will skip"; fi; }
 
 test-fast: install
 	$(BIN)/python -m pytest -m 'not slow'

@@ -20,7 +20,7 @@ body { font: 15px/1.45 system-ui, sans-serif; max-width: 1100px; margin: 2em aut
 h1 { margin-bottom: .3em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; font-size: 13px; margin: 1em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
-th { background: #f4f4f4; } td:nth-child(2) { text-align: left; }
+th { background: #f4f4f4; } td:nth-child(2), td:last-child { text-align: left; }
 code { background: #f4f4f4; padding: 0 3px; } .chart { margin: 1.5em 0; }
 """
 

@@ -14,9 +14,11 @@ def test_asset_graph_snapshot():
     """The asset keys and checks users see in the UI; changing them is a deliberate act."""
     graph = defs.resolve_asset_graph()
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
-        "deployments", "fleet_summary", "fleet_timeline", "gpu_efficiency", "gpus", "models",
-        "prices", "rejected_requests", "report", "request_costs", "request_stages", "requests",
-        "roofline", "shape_buckets", "shape_spend", "spend_share_chart_files", "trace_files",
+        "chargeback", "deployments", "fleet_summary", "fleet_timeline", "fleet_timeline_minute",
+        "gpu_efficiency", "gpus", "models", "prices", "rejected_requests", "report",
+        "report_charts_files", "request_costs", "request_stages", "requests", "roofline",
+        "scenario_fleets", "scenario_stages", "shape_buckets", "shape_spend", "stage_breakdown",
+        "trace_files", "what_if",
     ]
     assert sorted(f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys) == [
         "request_stages:gpu_seconds_conserved",
@@ -67,12 +69,75 @@ def test_default_fleet_utilization_is_plausible(demo_conn):
     assert 0.2 <= idle_share <= 0.5
 
 
+def test_stage_shares_add_up_per_shape(demo_conn):
+    bad = demo_conn.sql(
+        "SELECT shape FROM stage_breakdown GROUP BY shape HAVING abs(sum(pct_latency) - 100) > 1e-9"
+        " OR abs(sum(pct_gpu_time) - 100) > 1e-9 OR abs(sum(pct_spend) - 100) > 1e-9").fetchall()
+    assert bad == []
+    shapes = scalar(demo_conn, "SELECT count(*) FROM shape_spend")
+    assert scalar(demo_conn, "SELECT count(DISTINCT shape) FROM stage_breakdown") == shapes + 1
+
+
+def test_every_scenario_is_a_full_replay(demo_conn):
+    """Each scenario replays every sample request, and a what_if row exists per shape and for all."""
+    per_scenario = demo_conn.sql("SELECT scenario, count(*) FROM scenario_stages GROUP BY 1").fetchall()
+    assert len(per_scenario) >= 7 and all(n == SAMPLE_ROWS for _, n in per_scenario)
+    shapes = scalar(demo_conn, "SELECT count(*) FROM shape_spend")
+    assert scalar(demo_conn, "SELECT count(*) FROM what_if") == len(per_scenario) * (shapes + 1)
+    assert scalar(demo_conn, "SELECT count(*) FROM what_if WHERE shape = 'all' AND requests <> ?",
+                  [SAMPLE_ROWS]) == 0
+
+
+def test_what_if_levers_point_the_right_way(demo_conn):
+    rows = dict(demo_conn.sql("SELECT scenario, delta_fleet_usd FROM what_if WHERE shape = 'all'").fetchall())
+    # Fewer replicas rent fewer GPUs; fp8 on the same GPUs costs the same per hour (the span barely moves).
+    assert rows["replicas-2"] < 0 < rows["replicas-4"]
+    assert abs(rows["fp8"]) < 0.01 * scalar(demo_conn, "SELECT spend_usd FROM fleet_summary WHERE trace = 'all'")
+    fp8 = demo_conn.sql("FROM what_if WHERE scenario = 'fp8' AND shape = 'all'").pl().row(0, named=True)
+    assert fp8["delta_usd"] < 0 and fp8["delta_p95_tpot_s"] < 0
+
+
+def test_chargeback_is_empty_for_the_azure_samples(demo_conn):
+    """The Azure traces name no model or tenant: the table exists, with no rows."""
+    assert scalar(demo_conn, "SELECT count(*) FROM requests WHERE model IS NOT NULL OR tenant IS NOT NULL") == 0
+    assert scalar(demo_conn, "SELECT count(*) FROM chargeback") == 0
+
+
+def test_timeline_covers_the_replay(demo_conn):
+    arrivals, spend = demo_conn.sql("SELECT sum(arrivals), sum(spend_usd) FROM fleet_timeline_minute").fetchall()[0]
+    assert arrivals == SAMPLE_ROWS
+    assert spend == pytest.approx(scalar(demo_conn, "SELECT spend_usd FROM fleet_summary WHERE trace = 'all'"))
+
+
+def test_headline_numbers_come_from_the_tables(demo_run, demo_conn):
+    """Every number in the headline is the rounded value of the table cell its source names."""
+    from pipelines.reports.text import ReportTables, headline_facts
+
+    tables = ReportTables.read(demo_conn)
+    facts = headline_facts(tables)
+    decode = scalar(demo_conn, "SELECT pct_spend FROM stage_breakdown WHERE shape = 'all' AND stage = 'decode'")
+    top3 = scalar(demo_conn, "SELECT cum_pct_spend FROM shape_spend WHERE rank = 3")
+    idle = scalar(demo_conn, "SELECT idle_share FROM fleet_summary WHERE trace = 'all'")
+    assert facts[0].text.startswith(f"Decode owns {decode:.0f}%")
+    assert f"are {top3:.0f}% of it" in facts[1].text
+    assert f"idle GPUs are {100 * idle:.0f}%" in facts[2].text
+    best = demo_conn.sql(
+        "SELECT scenario, delta_usd_per_day FROM what_if WHERE shape = 'all' AND delta_usd_per_day < 0"
+        " AND delta_p95_ttft_s <= 0 AND delta_p95_tpot_s <= 0 ORDER BY delta_usd_per_day LIMIT 1").fetchall()
+    assert len(facts) == 4 and best
+    assert f"'{best[0][0]}'" in facts[3].text and f"${-best[0][1]:,.0f}/day" in facts[3].text
+    report = (demo_run / "reports" / "report.md").read_text()
+    assert all(f.source in report for f in facts)
+
+
 def test_report_files(demo_run):
     reports = demo_run / "reports"
     text = (reports / "report.md").read_text()
     assert text.startswith("# fleetspend report")
-    assert "Decode owns" in text and "| # | shape |" in text
-    png = (reports / "spend_share.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    html = (reports / "spend_share.html").read_text()
-    assert "vega" in html and "<script src=\"http" not in html  # inline: viewable offline
+    assert "Decode owns" in text and "| # | shape |" in text and "## What would cut it" in text
+    for stem in ("pareto", "heatmap", "stage_shares", "timeline", "what_if"):
+        assert f"({stem}.png)" in text
+        png = (reports / f"{stem}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, stem
+        html = (reports / f"{stem}.html").read_text()
+        assert "vega" in html and "<script src=\"http" not in html  # inline: viewable offline

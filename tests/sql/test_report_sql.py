@@ -25,7 +25,8 @@ def conn():
         # Two requests: a chat answer (decode-heavy) and a long prompt with a one-token answer.
         write_table(c, "request_stages", pl.DataFrame({
             "trace": ["t", "t"], "scenario": ["baseline"] * 2, "deployment": ["d", "d"],
-            "request_id": ["a", "b"], "prompt_tokens": [300, 5000], "output_tokens": [200, 1],
+            "request_id": ["a", "b"], "arrival_s": [0.0, 0.5], "prompt_tokens": [300, 5000],
+            "output_tokens": [200, 1],
             "queue_s": [0.0, 1.0], "prefill_s": [0.1, 0.5], "decode_s": [5.0, 0.0],
             "network_s": [0.05, 0.05], "ttft_s": [0.15, 1.55], "tpot_s": [5.0 / 199, None],
             "e2e_s": [5.15, 1.55], "preemptions": [0, 0],
@@ -38,8 +39,20 @@ def conn():
             "bin_start_s": [0.0], "bin_s": [10.0], "busy_share": [0.55], "mean_batch": [1.0],
             "mean_kv_use": [0.1], "mean_queue": [0.0], "busy_gpu_s": [11.0], "idle_gpu_s": [9.0],
         }))
+        write_table(c, "requests", pl.DataFrame({
+            "trace": ["t", "t"], "request_id": ["a", "b"], "model": ["m1", "m1"],
+            "tenant": ["acme", None]}))
+        # One what-if scenario: half the GPU-seconds at the same price, faster first tokens.
+        write_table(c, "scenario_stages", pl.DataFrame({
+            "trace": ["t", "t"], "scenario": ["s"] * 2, "deployment": ["d+s"] * 2,
+            "request_id": ["a", "b"], "gpu_s": [5.0, 0.5], "ttft_s": [0.1, 1.0],
+            "tpot_s": [0.02, None]}))
+        write_table(c, "scenario_fleets", pl.DataFrame({
+            "trace": ["t"], "scenario": ["s"], "description": ["half"], "deployment": ["d+s"],
+            "usd_per_gpu_hour": [PRICE], "idle_gpu_s": [4.5]}))
         for step in ("deployment_prices", "request_costs", "request_shapes", "shape_spend",
-                     "fleet_summary"):
+                     "fleet_summary", "stage_breakdown", "chargeback", "fleet_timeline_minute",
+                     "what_if"):
             run_sql(c, step)
         yield c
 
@@ -54,7 +67,7 @@ def test_request_costs(conn):
 def test_shape_spend(conn):
     got = conn.sql(
         "SELECT rank, shape, requests, spend_usd, pct_spend, cum_pct_spend, dominant_stage,"
-        " cost_stage, bound, queue_pct_latency FROM shape_spend ORDER BY rank"
+        " cost_stage, bound, queue_pct_latency, decode_pct_gpu_time, lever FROM shape_spend ORDER BY rank"
     ).pl()
     expected = pl.DataFrame({
         "rank": [1, 2],
@@ -67,6 +80,9 @@ def test_shape_spend(conn):
         "cost_stage": ["decode", "prefill"],
         "bound": ["memory", "compute"],
         "queue_pct_latency": [0.0, 100 * 1.0 / 1.55],
+        "decode_pct_gpu_time": [98.0, 0.0],
+        "lever": ["batching, speculative decoding, lower precision, KV-cache compression",
+                  "more replicas or scheduling"],
     })
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
 
@@ -80,3 +96,77 @@ def test_fleet_summary(conn):
            "attributed_usd": [0.011], "idle_usd": [0.009], "idle_share": [0.45]}
     expected = pl.DataFrame({"trace": ["t", "all"], **{k: v * 2 for k, v in row.items()}})
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
+
+
+def test_stage_breakdown_overall(conn):
+    got = conn.sql(
+        "SELECT rank, stage, latency_s, pct_latency, gpu_hours, pct_gpu_time, spend_usd, pct_spend"
+        " FROM stage_breakdown WHERE shape = 'all' ORDER BY stage_order"
+    ).pl()
+    latency = [1.0, 0.6, 5.0, 0.1]
+    expected = pl.DataFrame({
+        "rank": [0] * 4, "stage": ["queue", "prefill", "decode", "network"],
+        "latency_s": latency, "pct_latency": [100 * v / 6.7 for v in latency],
+        "gpu_hours": [0.0, 1.2 / 3600, 9.8 / 3600, 0.0],
+        "pct_gpu_time": [0.0, 100 * 1.2 / 11, 100 * 9.8 / 11, 0.0],
+        "spend_usd": [0.0, 0.0012, 0.0098, 0.0],
+        "pct_spend": [0.0, 100 * 1.2 / 11, 100 * 9.8 / 11, 0.0],
+    })
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_stage_shares_sum_to_100_per_shape(conn):
+    sums = conn.sql("SELECT shape, sum(pct_latency), sum(pct_gpu_time), sum(pct_spend)"
+                    " FROM stage_breakdown GROUP BY shape").fetchall()
+    assert len(sums) == 3  # two shapes and 'all'
+    for _, *shares in sums:
+        assert shares == pytest.approx([100.0] * 3)
+
+
+def test_chargeback(conn):
+    got = conn.sql("SELECT dimension, value, requests, spend_usd, pct_spend FROM chargeback").pl()
+    expected = pl.DataFrame({"dimension": ["model", "tenant"], "value": ["m1", "acme"],
+                             "requests": [2, 1], "spend_usd": [0.011, 0.010],
+                             "pct_spend": [100.0, 100 * 10 / 11]})
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
+
+
+def test_chargeback_is_empty_when_the_log_names_no_one(conn):
+    conn.execute("UPDATE requests SET model = NULL, tenant = NULL")
+    run_sql(conn, "chargeback")
+    assert conn.sql("SELECT count(*) FROM chargeback").fetchall() == [(0,)]
+    assert "spend_usd" in conn.sql("FROM chargeback").columns
+
+
+def test_fleet_timeline_minute(conn):
+    got = conn.sql("SELECT minute_s, replicas, arrivals, utilization, sequences, kv_use, queued,"
+                   " busy_gpu_s, idle_gpu_s, spend_usd FROM fleet_timeline_minute").pl()
+    expected = pl.DataFrame({"minute_s": [0.0], "replicas": [1], "arrivals": [2],
+                             "utilization": [0.55], "sequences": [1.0], "kv_use": [0.1],
+                             "queued": [0.0], "busy_gpu_s": [11.0], "idle_gpu_s": [9.0],
+                             "spend_usd": [0.020]})
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
+
+
+def test_what_if(conn):
+    got = conn.sql(
+        "SELECT scenario, rank, shape, baseline_usd, spend_usd, delta_usd, delta_pct,"
+        " delta_usd_per_day, baseline_p95_ttft_s, p95_ttft_s, delta_p95_tpot_s, delta_fleet_usd"
+        " FROM what_if ORDER BY scenario, rank"
+    ).pl()
+    day = 86400 / 5.1  # the baseline's replayed span is 5.1 s
+    expected = pl.DataFrame({
+        "scenario": ["s"] * 3,
+        "rank": [0, 1, 2],
+        "shape": ["all", "short prompt / medium answer", "long prompt / one-line answer"],
+        "baseline_usd": [0.011, 0.010, 0.001],
+        "spend_usd": [0.0055, 0.005, 0.0005],
+        "delta_usd": [-0.0055, -0.005, -0.0005],
+        "delta_pct": [-50.0, -50.0, -50.0],
+        "delta_usd_per_day": [-0.0055 * day, -0.005 * day, -0.0005 * day],
+        "baseline_p95_ttft_s": [0.15 + 0.95 * 1.4, 0.15, 1.55],
+        "p95_ttft_s": [0.1 + 0.95 * 0.9, 0.1, 1.0],
+        "delta_p95_tpot_s": [0.02 - 5.0 / 199, 0.02 - 5.0 / 199, None],
+        "delta_fleet_usd": [(5.5 + 4.5) * 0.001 - 0.020, None, None],
+    })
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=1e-12)

@@ -1,0 +1,15 @@
+-- A day's TTFT (and TPOT) percentiles, hour by hour and per trace: the first day in the
+-- requests table; set another date on the next line.
+SET VARIABLE day = (SELECT min(arrival_ts)::DATE FROM requests);
+SELECT r.trace,
+       date_trunc('hour', r.arrival_ts) AS hour,
+       count(*) AS requests,
+       round(quantile_cont(s.ttft_s, 0.50), 3) AS p50_ttft_s,
+       round(quantile_cont(s.ttft_s, 0.95), 3) AS p95_ttft_s,
+       round(quantile_cont(s.ttft_s, 0.99), 3) AS p99_ttft_s,
+       round(1000 * quantile_cont(s.tpot_s, 0.95), 1) AS p95_tpot_ms
+FROM request_stages AS s
+JOIN requests AS r USING (trace, request_id)
+WHERE s.scenario = 'baseline' AND r.arrival_ts::DATE = getvariable('day')
+GROUP BY ALL
+ORDER BY r.trace, hour;
