@@ -93,14 +93,22 @@ def stage_share_chart(stage_breakdown: pl.DataFrame, top: int = 12) -> alt.HConc
         title="Where each shape's latency and GPU time go (shapes by spend rank; 'all' first)")
 
 
-def timeline_chart(timeline: pl.DataFrame) -> alt.VConcatChart:
-    """The fleet per minute and trace: utilization, sequences running, KV use, requests queued."""
-    data = timeline.with_columns(minute=pl.col("minute_s") / 60)
+def timeline_chart(timeline: pl.DataFrame, max_points: int = 600) -> alt.VConcatChart:
+    """The fleet over time per trace: utilization, sequences running, KV use, requests queued.
+
+    Minutes are averaged into wider buckets when a trace spans more than `max_points` of them
+    (a week of logs is ~10,000 minutes), so a line never holds more than ~max_points points."""
+    minutes = int(timeline["minute_s"].max() // 60) + 1 if timeline.height else 1
+    width = -(-minutes // max_points)  # minutes per point, rounded up
+    data = (timeline.with_columns(minute=(pl.col("minute_s") // (60 * width)) * width)
+            .group_by("trace", "minute").agg(pl.col("utilization", "sequences", "kv_use", "queued").mean())
+            .sort("trace", "minute"))
     panels = [("utilization", "busy share", ".0%"), ("sequences", "sequences running", ",.0f"),
               ("kv_use", "KV-cache use", ".0%"), ("queued", "requests queued", ",.0f")]
     return alt.vconcat(*[
         alt.Chart(data).mark_line().encode(
-            x=alt.X("minute:Q", title="minute of the trace" if i == len(panels) - 1 else None),
+            x=alt.X("minute:Q", title=(f"minute of the trace ({width}-minute means)" if width > 1 else
+                                       "minute of the trace") if i == len(panels) - 1 else None),
             y=alt.Y(f"{column}:Q", title=title, axis=alt.Axis(format=fmt)),
             color=alt.Color("trace:N", title="trace"),
             tooltip=["trace", "minute", alt.Tooltip(f"{column}:Q", format=fmt)],

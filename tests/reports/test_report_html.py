@@ -2,8 +2,8 @@
 DOM) with no network, and the screenshot is not a blank page.
 
 Chromium comes from the Debian package `chromium` (`make test` installs it when it can, see the
-Makefile's `browser` target); without it these tests skip and say so. docs/report.png is the
-screenshot this test takes (copy it from the path the test prints with -s)."""
+Makefile's `browser` target); without it these tests skip and say so. docs/report.png was taken with the same
+flags and window as `test_screenshot_is_not_blank` (pytest -s prints where its copy lands)."""
 
 from __future__ import annotations
 

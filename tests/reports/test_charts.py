@@ -1,0 +1,30 @@
+"""Charts are drawn from aggregated tables: their data stays small however long the trace is."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from pipelines.reports.charts import timeline_chart
+
+
+def test_a_week_of_minutes_is_bucketed_for_the_timeline():
+    minutes = 7 * 24 * 60
+    week = pl.DataFrame({
+        "trace": ["t"] * minutes, "minute_s": np.arange(minutes) * 60.0,
+        "utilization": np.linspace(0, 1, minutes), "sequences": np.full(minutes, 2.0),
+        "kv_use": np.full(minutes, 0.5), "queued": np.zeros(minutes),
+    })
+    spec = timeline_chart(week).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) <= 600
+    assert sum(r["sequences"] for r in rows) == 2.0 * len(rows)  # means of equal values stay equal
+    assert "17-minute means" in str(spec)
+
+
+def test_an_hour_is_drawn_minute_by_minute():
+    hour = pl.DataFrame({"trace": ["t"] * 60, "minute_s": np.arange(60) * 60.0,
+                         "utilization": np.full(60, 0.5), "sequences": np.full(60, 1.0),
+                         "kv_use": np.full(60, 0.1), "queued": np.zeros(60)})
+    rows = next(iter(timeline_chart(hour).to_dict()["datasets"].values()))
+    assert [r["minute"] for r in rows] == list(range(60))
