@@ -17,6 +17,7 @@ from pipelines.defs.reference import assets as reference_assets
 from pipelines.defs.replay import assets as replay_assets
 from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.reports import assets as report_assets
+from pipelines.defs.reports import checks as report_checks
 from pipelines.defs.reports import what_if as what_if_assets
 
 
@@ -31,7 +32,7 @@ def build_defs(warehouse: Path) -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets,
                                                 what_if_assets]),
-        asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks]),
+        asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks, report_checks]),
         resources={"duckdb": DuckDBResource(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
         executor=dg.in_process_executor,
     )

@@ -43,7 +43,7 @@ def test_validate_materialize_and_summary(tmp_path):
     out = summary.stdout
     assert "== Fleet summary ==" in out and "28,185 requests" in out
     assert "== Top 10 request shapes by share of spend ==" in out
-    assert "dominant stage" in out
+    assert "dominant stage" in out and "== What-if replays (all shapes) ==" in out
     assert str(tmp_path / "wh" / "fleetspend.duckdb") in out
 
 

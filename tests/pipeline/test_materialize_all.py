@@ -25,6 +25,8 @@ def test_asset_graph_snapshot():
         "request_stages:no_negative_stage",
         "request_stages:ttft_covers_prefill",
         "requests:rows_read_equal_accepted_plus_rejected",
+        "scenario_stages:every_scenario_replays_every_request",
+        "shape_spend:every_request_has_a_shape",
     ]
 
 

@@ -1,0 +1,49 @@
+"""The report asset checks pass on consistent tables and fail on the faults they guard against."""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from pipelines.defs.reports.checks import every_request_has_a_shape, every_scenario_replays_every_request
+from pipelines.warehouse import write_table
+
+
+@pytest.fixture()
+def warehouse(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        write_table(conn, "request_costs", pl.DataFrame({"scenario": ["baseline"] * 3}))
+        write_table(conn, "shape_spend", pl.DataFrame({"shape": ["a", "b"], "requests": [2, 1]}))
+        write_table(conn, "request_stages", pl.DataFrame({
+            "trace": ["t"] * 2, "scenario": ["baseline"] * 2, "request_id": ["1", "2"]}))
+        write_table(conn, "scenario_stages", pl.DataFrame({
+            "trace": ["t"] * 4, "scenario": ["x", "x", "y", "y"], "request_id": ["1", "2", "1", "2"]}))
+    return path
+
+
+def _passed(check, path) -> bool:
+    return check(duckdb=DuckDBResource(database=str(path))).passed
+
+
+def test_checks_pass_on_consistent_tables(warehouse):
+    assert _passed(every_request_has_a_shape, warehouse)
+    assert _passed(every_scenario_replays_every_request, warehouse)
+
+
+def test_a_gap_in_the_buckets_fails(warehouse):
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("DELETE FROM shape_spend WHERE shape = 'b'")
+    assert not _passed(every_request_has_a_shape, warehouse)
+
+
+@pytest.mark.parametrize("fault", [
+    "DELETE FROM scenario_stages WHERE scenario = 'y' AND request_id = '2'",
+    "INSERT INTO scenario_stages VALUES ('t', 'x', '3')",
+])
+def test_a_partial_or_padded_scenario_fails(warehouse, fault):
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute(fault)
+    assert not _passed(every_scenario_replays_every_request, warehouse)
