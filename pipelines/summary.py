@@ -32,7 +32,8 @@ def main(top: int = 10) -> int:
             print(f"fleetspend: {path} has no report tables yet; run `make demo`", file=sys.stderr)
             return 1
     shape_columns = {k: v for k, v in SHAPE_COLUMNS.items()
-                     if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever")}
+                     if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever",
+                                  "cost_lever")}
     what_if_columns = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "description"}
     print("\n== Fleet summary ==")
     print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))

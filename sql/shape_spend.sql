@@ -4,7 +4,8 @@
 -- bound: the resource (compute or memory) that bound most of its GPU-seconds;
 -- lever: what cuts the dominant stage (the source chapter's levers): decode -> batching,
 -- speculative decoding, lower precision, KV-cache compression; prefill -> prompt/prefix caching,
--- context trimming; queue -> more replicas or scheduling; network -> streaming and placement.
+-- context trimming; queue -> more replicas or scheduling; network -> streaming and placement;
+-- cost_lever: the same for the cost stage (what cuts the shape's dollars).
 -- Queue and network hold no GPU, so GPU time splits into prefill and decode only.
 CREATE OR REPLACE TABLE shape_spend AS
 WITH per_shape AS (
@@ -47,8 +48,15 @@ latency AS (
             WHEN prefill_s THEN 'prefill'
             WHEN queue_s THEN 'queue'
             ELSE 'network'
-        END AS dominant_stage
+        END AS dominant_stage,
+        CASE WHEN decode_usd >= prefill_usd THEN 'decode' ELSE 'prefill' END AS cost_stage
     FROM per_shape
+),
+levers(stage, lever) AS (
+    VALUES ('decode', 'batching, speculative decoding, lower precision, KV-cache compression'),
+           ('prefill', 'prompt/prefix caching, context trimming'),
+           ('queue', 'more replicas or scheduling'),
+           ('network', 'streaming and placement')
 ),
 ranked AS (
     SELECT
@@ -83,15 +91,13 @@ SELECT
     100 * prefill_gpu_s / gpu_s AS prefill_pct_gpu_time,
     100 * decode_gpu_s / gpu_s AS decode_pct_gpu_time,
     dominant_stage,
-    CASE dominant_stage
-        WHEN 'decode' THEN 'batching, speculative decoding, lower precision, KV-cache compression'
-        WHEN 'prefill' THEN 'prompt/prefix caching, context trimming'
-        WHEN 'queue' THEN 'more replicas or scheduling'
-        ELSE 'streaming and placement'
-    END AS lever,
-    CASE WHEN decode_usd >= prefill_usd THEN 'decode' ELSE 'prefill' END AS cost_stage,
+    dl.lever,
+    cost_stage,
+    cl.lever AS cost_lever,
     CASE WHEN compute_bound_gpu_s * 2 >= gpu_s THEN 'compute' ELSE 'memory' END AS bound,
     prompt_lower,
     output_lower
 FROM ranked
+JOIN levers AS dl ON dl.stage = ranked.dominant_stage
+JOIN levers AS cl ON cl.stage = ranked.cost_stage
 ORDER BY rank;

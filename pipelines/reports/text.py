@@ -15,7 +15,8 @@ SHAPE_COLUMNS = {
     "rank": "#", "shape": "shape", "pct_spend": "% spend", "cum_pct_spend": "cum %",
     "pct_requests": "% requests", "spend_usd": "$", "usd_per_request": "$/request",
     "usd_per_1m_output_tokens": "$/1M out", "p95_ttft_s": "p95 TTFT s", "p50_tpot_s": "p50 TPOT s",
-    "dominant_stage": "dominant stage", "bound": "bound", "lever": "lever",
+    "dominant_stage": "dominant stage", "lever": "lever", "cost_stage": "cost stage",
+    "cost_lever": "cost lever", "bound": "bound",
 }
 STAGE_COLUMNS = {"stage": "stage", "latency_s": "latency s (sum)", "pct_latency": "% latency",
                  "gpu_hours": "GPU-hours", "pct_gpu_time": "% GPU time", "spend_usd": "$",
@@ -166,7 +167,9 @@ def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
         ("chart", "heatmap"),
         ("table", t.shape_spend.sort("rank"), SHAPE_COLUMNS),
         ("p", "Dominant stage: the stage holding most of the shape's latency; the lever is what cuts "
-              "that stage. Bound: the resource (compute or memory) that limited most of its GPU-seconds. "
+              "that stage. Cost stage: prefill or decode, whichever holds more of its dollars, and the "
+              "cost lever what cuts those. Bound: the resource (compute or memory) that limited most of "
+              "its GPU-seconds. "
               "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."),
         ("h2", "Where the time and the GPU go"),
         ("chart", "stage_shares"),

@@ -67,7 +67,8 @@ def test_request_costs(conn):
 def test_shape_spend(conn):
     got = conn.sql(
         "SELECT rank, shape, requests, spend_usd, pct_spend, cum_pct_spend, dominant_stage,"
-        " cost_stage, bound, queue_pct_latency, decode_pct_gpu_time, lever FROM shape_spend ORDER BY rank"
+        " cost_stage, bound, queue_pct_latency, decode_pct_gpu_time, lever, cost_lever"
+        " FROM shape_spend ORDER BY rank"
     ).pl()
     expected = pl.DataFrame({
         "rank": [1, 2],
@@ -83,6 +84,8 @@ def test_shape_spend(conn):
         "decode_pct_gpu_time": [98.0, 0.0],
         "lever": ["batching, speculative decoding, lower precision, KV-cache compression",
                   "more replicas or scheduling"],
+        "cost_lever": ["batching, speculative decoding, lower precision, KV-cache compression",
+                       "prompt/prefix caching, context trimming"],
     })
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
 
