@@ -20,7 +20,8 @@ body { font: 15px/1.45 system-ui, sans-serif; max-width: 1100px; margin: 2em aut
 h1 { margin-bottom: .3em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
 table { border-collapse: collapse; font-size: 13px; margin: 1em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
-th { background: #f4f4f4; } td:nth-child(2), td:last-child { text-align: left; }
+th { background: #f4f4f4; } td:nth-child(2) { text-align: left; white-space: nowrap; }
+table.t-scenario td:nth-child(2) { white-space: normal; min-width: 16em; }
 code { background: #f4f4f4; padding: 0 3px; } .chart { margin: 1.5em 0; }
 """
 
@@ -42,7 +43,8 @@ def _block(block: tuple) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in block[2].values())
         rows = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in cells) + "</tr>"
                        for cells in table_rows(block[1], block[2]))
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        first = next(iter(block[2]))  # the table's first column names its style (t-rank, t-scenario)
+        return f'<table class="t-{first}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
     stem = block[1]
     return f'<div class="chart" id="chart-{stem}" role="img" aria-label="{html.escape(CHARTS[stem])}"></div>'
 

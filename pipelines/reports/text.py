@@ -15,8 +15,7 @@ SHAPE_COLUMNS = {
     "rank": "#", "shape": "shape", "pct_spend": "% spend", "cum_pct_spend": "cum %",
     "pct_requests": "% requests", "spend_usd": "$", "usd_per_request": "$/request",
     "usd_per_1m_output_tokens": "$/1M out", "p95_ttft_s": "p95 TTFT s", "p50_tpot_s": "p50 TPOT s",
-    "dominant_stage": "dominant stage", "lever": "lever", "cost_stage": "cost stage",
-    "cost_lever": "cost lever", "bound": "bound",
+    "dominant_stage": "dominant stage", "cost_stage": "cost stage", "bound": "bound",
 }
 STAGE_COLUMNS = {"stage": "stage", "latency_s": "latency s (sum)", "pct_latency": "% latency",
                  "gpu_hours": "GPU-hours", "pct_gpu_time": "% GPU time", "spend_usd": "$",
@@ -32,7 +31,7 @@ CHARGEBACK_COLUMNS = {"dimension": "by", "value": "who", "requests": "requests",
                       "usd_per_1m_output_tokens": "$/1M out", "p95_ttft_s": "p95 TTFT s"}
 REPORT_TABLES = ("fleet_summary", "shape_spend", "stage_breakdown", "what_if", "chargeback",
                  "fleet_timeline_minute")
-# Chart stem -> (title in the report, caption); pipelines/reports/charts.py draws them.
+# Chart stem -> its title in the report; pipelines/reports/charts.py draws them (report_charts).
 CHARTS = {
     "pareto": "Pareto of spend by request shape",
     "heatmap": "Spend over prompt x output length",
@@ -148,6 +147,18 @@ def headline(t: ReportTables) -> str:
     return where if len(facts) == 3 else f"{where} {facts[3][0].upper()}{facts[3][1:]}."
 
 
+def levers(shapes: pl.DataFrame) -> list[str]:
+    """For every stage that dominates some shape's latency or dollars: which shapes, and its lever."""
+    pairs = pl.concat([
+        shapes.select("rank", stage="dominant_stage", lever="lever", role=pl.lit("latency")),
+        shapes.select("rank", stage="cost_stage", lever="cost_lever", role=pl.lit("dollars")),
+    ])
+    grouped = (pairs.group_by("stage", "lever", "role").agg(pl.col("rank").sort())
+               .sort("role", "stage", descending=[True, False]))
+    return [f"{r['stage']} holds most of the {r['role']} of shapes #{', #'.join(map(str, r['rank']))} "
+            f"→ {r['lever']}" for r in grouped.iter_rows(named=True)]
+
+
 def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
     ("chart", stem). Text may hold **bold** and `code`."""
@@ -166,11 +177,13 @@ def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
         ("chart", "pareto"),
         ("chart", "heatmap"),
         ("table", t.shape_spend.sort("rank"), SHAPE_COLUMNS),
-        ("p", "Dominant stage: the stage holding most of the shape's latency; the lever is what cuts "
-              "that stage. Cost stage: prefill or decode, whichever holds more of its dollars, and the "
-              "cost lever what cuts those. Bound: the resource (compute or memory) that limited most of "
-              "its GPU-seconds. "
+        ("p", "Dominant stage: the stage holding most of the shape's latency. Cost stage: prefill or "
+              "decode, whichever holds more of its dollars. Bound: the resource (compute or memory) that "
+              "limited most of its GPU-seconds. "
               "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."),
+        ("p", "The lever for each stage that dominates a shape here (`shape_spend.lever` for the "
+              "dominant stage, `shape_spend.cost_lever` for the cost stage):"),
+        ("ul", levers(t.shape_spend)),
         ("h2", "Where the time and the GPU go"),
         ("chart", "stage_shares"),
         ("table", overall, STAGE_COLUMNS),

@@ -20,7 +20,7 @@ from pipelines.reports.text import CHARTS
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH: `make browser` (root, "
                                 "Debian) or `apt-get install chromium` installs it")
-WIDTH, HEIGHT = 1200, 4200
+WIDTH, HEIGHT = 1200, 5000
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
