@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import polars as pl
+
 from pipelines.formats import read_azure_csv
 from pipelines.replay import replay_fleet
-from pipelines.reports.scenarios import load_scenarios, scenario_deployment, scenario_requests
+from pipelines.reports.scenarios import load_scenarios, replay_scenarios
 from pipelines.roofline import load_catalog
 from pipelines.settings import reference_dir
 
@@ -19,18 +21,16 @@ SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 def main() -> None:
     catalog = load_catalog()
     baseline = catalog.deployment("azure-2023-70b-h100")
-    traces = [read_azure_csv(p).requests for p in sorted(SAMPLES.glob("*.csv"))]
-    replay_fleet(traces[0].head(100), baseline)  # compile the replay loop outside the timings
+    requests = pl.concat([read_azure_csv(p).requests for p in sorted(SAMPLES.glob("*.csv"))])
+    replay_fleet(requests.head(100), baseline)  # compile the replay loop outside the timings
     total = 0.0
     print("| scenario | requests | seconds |\n|---|---:|---:|")
     for s in load_scenarios(reference_dir() / "scenarios.csv"):
-        deployment = scenario_deployment(catalog, baseline, s)
         start = time.perf_counter()
-        for trace in traces:
-            replay_fleet(scenario_requests(trace, s), deployment)
+        replay_scenarios(requests, catalog, baseline, [s])
         seconds = time.perf_counter() - start
         total += seconds
-        print(f"| {s.scenario} | {sum(t.height for t in traces):,} | {seconds:.2f} |")
+        print(f"| {s.scenario} | {requests.height:,} | {seconds:.2f} |")
     print(f"| all | | {total:.2f} |")
 
 

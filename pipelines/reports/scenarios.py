@@ -23,6 +23,8 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.replay import ReplayError, replay_fleet
+from pipelines.replay.api import STAGE_COLUMNS
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import Catalog
 from pipelines.roofline.deployment import Deployment
@@ -32,6 +34,11 @@ COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "t
            "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
            "source": pl.String}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.String,
+                "deployment": pl.String, "gpu": pl.String, "tp": pl.Int64, "weight_dtype": pl.String,
+                "kv_dtype": pl.String, "replicas": pl.Int64, "gpus_per_replica": pl.Int64,
+                "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
+                "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64}
 
 
 class ScenarioError(ValueError):
@@ -72,6 +79,9 @@ def load_scenarios(path: Path) -> list[Scenario]:
     if set(frame.columns) != set(COLUMNS):
         raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected {list(COLUMNS)}")
     scenarios = [Scenario(**row) for row in frame.select(list(COLUMNS)).iter_rows(named=True)]
+    if not scenarios:
+        raise ScenarioError(f"scenarios file {path} lists no scenario: expected at least one row "
+                            f"(the what_if report compares scenarios with the baseline)")
     names = [s.scenario for s in scenarios]
     for line, s in enumerate(scenarios, start=2):
         where = f"scenarios file {path}, line {line}"
@@ -129,3 +139,34 @@ def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
                                     pl.col("prompt_tokens") - 1)
         frame = frame.with_columns(cached_tokens=pl.max_horizontal(logged, assumed))
     return frame
+
+
+def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deployment,
+                     scenarios: list[Scenario], bin_s: float = 60.0) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Replay every trace of `requests` once per scenario, each trace on its own fleet as in the
+    baseline. Returns (scenario_stages, scenario_fleets): the request_stages columns labelled
+    with trace, scenario and deployment, and one row per scenario and trace (deployment, price,
+    replayed span, idle GPU-seconds). A ReplayError becomes a ScenarioError naming the scenario."""
+    traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
+    stages, fleets = [], []
+    for s in scenarios:
+        deployment = scenario_deployment(catalog, baseline, s)
+        price = catalog.usd_per_gpu_hour(deployment)
+        for (trace,), frame in traces.items():
+            try:
+                result = replay_fleet(scenario_requests(frame, s), deployment, bin_s=bin_s)
+            except ReplayError as exc:
+                raise ScenarioError(f"scenario {s.scenario!r}, trace {trace}: {exc}") from None
+            stages.append(result.stages.select(
+                pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),
+                pl.lit(deployment.name).alias("deployment"), *STAGE_COLUMNS))
+            fleets.append({
+                "trace": trace, "scenario": s.scenario, "description": s.description,
+                "deployment": deployment.name, "gpu": deployment.gpu.gpu, "tp": deployment.tp,
+                "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
+                "replicas": deployment.replicas, "gpus_per_replica": deployment.gpus_per_replica,
+                "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
+                "output_cap": s.output_cap, "usd_per_gpu_hour": price, "span_s": result.span_s,
+                "idle_gpu_s": result.idle_gpu_s,
+            })
+    return pl.concat(stages), pl.DataFrame(fleets, schema=FLEET_SCHEMA)

@@ -15,6 +15,7 @@ from pipelines.reports.scenarios import (
     Scenario,
     ScenarioError,
     load_scenarios,
+    replay_scenarios,
     scenario_deployment,
     scenario_requests,
 )
@@ -75,6 +76,11 @@ def test_bad_rows_name_the_file_and_line(tmp_path, rows, message):
         load_scenarios(path)
     text = str(err.value)
     assert str(path) in text and ("line 2" in text or "line 3" in text)
+
+
+def test_a_file_without_scenarios_is_an_error(tmp_path):
+    with pytest.raises(ScenarioError, match="lists no scenario"):
+        load_scenarios(_write(tmp_path, []))
 
 
 def test_missing_file_and_wrong_columns(tmp_path):
@@ -143,3 +149,21 @@ def test_levers_move_the_replay_the_right_way(catalog, baseline, conv_head, scen
         assert what["tpot_s"].median() < base["tpot_s"].median()
     if faster_ttft:
         assert what["ttft_s"].median() < base["ttft_s"].median()
+
+
+def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, conv_head):
+    two_traces = pl.concat([conv_head.head(300).with_columns(trace=pl.lit("a")),
+                            conv_head.tail(200).with_columns(trace=pl.lit("b"))])
+    scenarios = [Scenario("fp8", "d", weights="fp8", kv_cache="fp8"), Scenario("r2", "d", replicas=2)]
+    stages, fleets = replay_scenarios(two_traces, catalog, baseline, scenarios)
+    counts = stages.group_by("scenario", "trace").len().sort("scenario", "trace")
+    assert counts.rows() == [("fp8", "a", 300), ("fp8", "b", 200), ("r2", "a", 300), ("r2", "b", 200)]
+    assert stages.columns[:3] == ["trace", "scenario", "deployment"]
+    assert fleets.height == 4 and fleets["usd_per_gpu_hour"].to_list() == [6.155] * 4
+    assert fleets.filter(pl.col("scenario") == "r2")["replicas"].to_list() == [2, 2]
+    assert (fleets["idle_gpu_s"] >= 0).all() and (fleets["span_s"] > 0).all()
+
+
+def test_a_scenario_that_cannot_hold_the_model_names_itself(catalog, baseline, conv_head):
+    with pytest.raises(ScenarioError, match="scenario 'tp1'.*no room for a KV cache"):
+        replay_scenarios(conv_head.head(10), catalog, baseline, [Scenario("tp1", "d", tp=1, replicas=12)])
