@@ -9,7 +9,7 @@ truth for SQL users and for the replay.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import polars as pl
@@ -26,6 +26,7 @@ from pipelines.roofline.deployment import (
 
 DEFAULT_REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "reference"
 TABLES = ("gpus", "gpu_efficiency", "models", "prices", "deployments")
+DEFAULT_STACK = "current"
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
@@ -76,6 +77,7 @@ class Catalog:
             chunked_prefill=row["chunked_prefill"], kv_memory_fraction=row["kv_memory_fraction"],
             kv_block_tokens=row["kv_block_tokens"],
             price_provider=row["price_provider"], price_plan=row["price_plan"],
+            stack=row.get("stack") or DEFAULT_STACK,
             network=Network(row["net_one_way_s"], row["net_bytes_per_token"],
                             row["net_bandwidth_bytes_per_s"]),
             **{k: v for k, v in overrides.items() if v is not None},
@@ -98,11 +100,14 @@ class Catalog:
         bandwidth_efficiency: float | None = None,
         step_overhead_s: float | None = None,
         layer_overhead_s: float | None = None,
+        stack: str = DEFAULT_STACK,
         **scheduler_options,
     ) -> Deployment:
         """An ad-hoc deployment. Scheduler options are those of `Scheduler` (max_seqs,
         max_batched_tokens, chunked_prefill, kv_memory_fraction, kv_block_tokens); efficiency
-        arguments override the GPU family's defaults."""
+        arguments override the defaults of the GPU family under the serving `stack`
+        (gpu_efficiency.csv: `current` = today's engines with CUDA graphs and custom all-reduce,
+        vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled)."""
         kv_cache = kv_cache or weights
         for label, dtype in (("weights", weights), ("kv_cache", kv_cache)):
             if dtype not in DTYPE_BYTES:
@@ -118,10 +123,15 @@ class Catalog:
 
         m = _one(self.models, "model", model, "model", self.file("models"))
         g = _one(self.gpus, "gpu", gpu, "gpu", self.file("gpus"))
+        _check_tensor_parallel(m, int(tp))
         peak = g[PEAK_COLUMN[weights]]
-        if peak is None or (isinstance(peak, float) and math.isnan(peak)):
+        if not _has_peak(g, weights):
             raise CatalogError(f"gpu {gpu!r} has no {weights} tensor throughput in {self.file('gpus')}")
-        eff = _one(self.gpu_efficiency, "family", g["family"], "gpu family",
+        family_rows = self.gpu_efficiency.filter(pl.col("family") == g["family"])
+        if family_rows.height == 0:
+            raise CatalogError(f"gpu family {g['family']!r} of {gpu!r} has no row in"
+                               f" {self.file('gpu_efficiency')}")
+        eff = _one(family_rows, "stack", stack, f"serving stack for {g['family']} GPUs",
                    self.file("gpu_efficiency"))
         efficiency = Efficiency(
             compute_efficiency=eff["compute_efficiency"] if compute_efficiency is None else compute_efficiency,
@@ -143,18 +153,39 @@ class Catalog:
             name=name or f"{model}@{gpu}-tp{tp}-{weights}",
             model=ModelSpec(**{f.name: m[f.name] for f in fields(ModelSpec)}),
             gpu=GpuSpec(gpu=gpu, family=g["family"], memory_gb=g["memory_gb"],
+                        memory_gib=g["memory_gib"],
                         hbm_bandwidth_gbs=g["hbm_bandwidth_gbs"], peak_tflops=peak,
+                        attention_peak_tflops=_attention_peak(g, kv_cache),
                         interconnect_gbs=g["interconnect_gbs"]),
             tp=int(tp), weight_dtype=weights, kv_dtype=kv_cache, replicas=int(replicas),
             scheduler=Scheduler(**scheduler_options), efficiency=efficiency,
             network=network or Network(), price_provider=provider, price_plan=plan,
+            stack=stack,
         )
         if deployment.kv_capacity_tokens <= 0:
+            fitting = self._fitting_choices(deployment, m)
             raise CatalogError(
-                f"deployment {deployment.name!r}: {model} weights ({deployment.weight_bytes_per_gpu / 1e9:.0f} GB"
-                f" per GPU at tp={tp}) leave no room for a KV cache on {gpu}; raise tp or lower precision"
+                f"deployment {deployment.name!r}: {model} weights ({deployment.weight_bytes_per_gpu / 2**30:.1f} GiB"
+                f" per GPU at tp={tp}, {weights}) leave no room for a KV cache in"
+                f" {deployment.scheduler.kv_memory_fraction:.0%} of {g['memory_gib']} GiB on {gpu};"
+                f" choices that fit: {fitting or 'none on this GPU'}"
             )
         return deployment
+
+    def _fitting_choices(self, deployment: Deployment, model_row: dict) -> str:
+        """`tp=N weights=D` pairs (valid tensor parallelism, a dtype this GPU computes in) that
+        leave room for a KV cache on the deployment's GPU."""
+        g = self.gpus.filter(pl.col("gpu") == deployment.gpu.gpu).row(0, named=True)
+        found = []
+        for dtype in ("bf16", "fp8", "fp4"):
+            if not _has_peak(g, dtype):
+                continue
+            for tp in valid_tensor_parallel(model_row):
+                candidate = replace(deployment, tp=tp, weight_dtype=dtype, kv_dtype=dtype)
+                if candidate.kv_capacity_tokens > 0:
+                    found.append(f"tp={tp} weights={dtype}")
+                    break
+        return ", ".join(found)
 
     def _price_key(self, gpu: str, provider: str | None, plan: str | None) -> tuple[str, str]:
         prices = self.prices.filter(pl.col("gpu") == gpu)
@@ -173,6 +204,37 @@ class Catalog:
         row = self.prices.filter((pl.col("gpu") == d.gpu.gpu) & (pl.col("provider") == d.price_provider)
                                  & (pl.col("plan") == d.price_plan))
         return float(row["usd_per_gpu_hour"][0])
+
+
+def _has_peak(gpu_row: dict, dtype: str) -> bool:
+    peak = gpu_row[PEAK_COLUMN[dtype]]
+    return peak is not None and not (isinstance(peak, float) and math.isnan(peak))
+
+
+def _attention_peak(gpu_row: dict, kv_dtype: str) -> float:
+    """Attention runs in fp8 when the KV cache is fp8 (or fp4, dequantized to fp8) and the GPU
+    has fp8 tensor cores; otherwise in bf16."""
+    if kv_dtype in ("fp8", "fp4") and _has_peak(gpu_row, "fp8"):
+        return gpu_row["fp8_tflops"]
+    return gpu_row["bf16_tflops"]
+
+
+def valid_tensor_parallel(model_row: dict, largest: int = 8) -> list[int]:
+    """Tensor-parallel degrees up to `largest` (one 8-GPU node) that split the model evenly:
+    query heads divisible by tp, and KV heads divisible by tp or tp a multiple of the KV heads
+    (each GPU then keeps one replicated KV head)."""
+    q, kv = model_row["q_heads"], model_row["kv_heads"]
+    return [tp for tp in range(1, largest + 1)
+            if q % tp == 0 and (kv % tp == 0 or tp % kv == 0)]
+
+
+def _check_tensor_parallel(model_row: dict, tp: int) -> None:
+    q, kv = model_row["q_heads"], model_row["kv_heads"]
+    if q % tp != 0 or (kv % tp != 0 and tp % kv != 0):
+        raise CatalogError(
+            f"tp={tp} cannot split {model_row['model']} ({q} query heads, {kv} KV heads) evenly;"
+            f" valid tp: {', '.join(map(str, valid_tensor_parallel(model_row, max(8, tp))))}"
+        )
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:

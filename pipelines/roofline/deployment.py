@@ -21,10 +21,26 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   batch of b sequences does ~F_tok * b FLOPs for W bytes of weights, so decode turns compute-bound
   near b* = ridge * W / F_tok (ignoring KV reads, which push b* further out). For a mixture of
   experts W here is all weights, so b* is an upper bound: a small batch touches fewer experts.
-- memory_gb is read as GiB (2^30 bytes): an "80 GB" H100 or A100 has 80 GiB of HBM.
-- attention FLOPs use q_heads * head_dim for every model. For MLA (DeepSeek-V3) this is an
-  approximation that undercounts (absorbed MLA attends over the 512 + 64 latent), to be refined
-  with the calibration work.
+- memory: gpus.csv keeps the marketed `memory_gb` (decimal GB, for people) and `memory_gib`, the
+  device memory the driver reports (nvidia-smi / rocm-smi total, in GiB = 2^30 bytes); capacity
+  uses memory_gib. The two differ by up to 7%: an "80 GB" H100 has 79.65 GiB, a "48 GB" L40S
+  44.99 GiB, a "141 GB" H200 140.4 GiB.
+- attention FLOPs per (query, key) pair: QK^T costs 2 * qk_dim and AV 2 * v_dim per head, so
+  F_attn = 2 * layers * q_heads * (qk_dim + v_dim) / tp. GQA/MHA: qk_dim = v_dim = head_dim.
+  MLA (DeepSeek-V3) as run in prefill (latent expanded per head): qk_dim = qk_nope_head_dim +
+  qk_rope_head_dim = 128 + 64, v_dim = 128. Decode runs the absorbed form (attends over the
+  512 + 64 latent, 2 * (2 * 512 + 64) FLOPs per head and pair) but decode is memory-bound, so the
+  prefill form is the one whose FLOPs decide step times.
+- decode turns compute-bound at the smallest batch b with F_tok * b / P_eff >= W(b) / B_eff, where
+  W(b) is the weight bytes a step of b tokens reads (for a mixture of experts W grows with b, as
+  more experts are touched), found by bisection; KV reads are left out (they push b further).
+- max-load throughput (`max_throughput_tok_s`): the replica admits a request only when the KV
+  cache can hold its whole prompt + output (no eviction, as TensorRT-LLM's default
+  GUARANTEED_NO_EVICT policy and a vLLM that never preempts), so B = min(max_seqs,
+  kv_capacity // (prompt + output)) requests run together. In steady state each of them costs one
+  prefill (its prompt tokens packed into steps of max_batched_tokens tokens) and `output` decode
+  steps over the batch; output tokens/s = B * output / (prefill time of B prompts + sum over the
+  output of decode_step_s(B, B * context)).
 """
 
 from __future__ import annotations
@@ -63,9 +79,11 @@ class ModelSpec:
 class GpuSpec:
     gpu: str
     family: str
-    memory_gb: float
+    memory_gb: float  # marketed, decimal GB
+    memory_gib: float  # reported by the driver, GiB
     hbm_bandwidth_gbs: float
-    peak_tflops: float  # dense, for the deployment's compute dtype
+    peak_tflops: float  # dense, for the deployment's weight (GEMM) dtype
+    attention_peak_tflops: float  # dense, for the attention dtype (fp8 with an fp8 KV cache, else bf16)
     interconnect_gbs: float
 
 
@@ -116,6 +134,7 @@ class Deployment:
     network: Network
     price_provider: str
     price_plan: str
+    stack: str = "current"
 
     # ---- sizing -------------------------------------------------------------------------
     @property
@@ -151,11 +170,16 @@ class Deployment:
     @property
     def attn_flops_per_pair(self) -> float:
         m = self.model
-        return 4.0 * m.layers * m.q_heads * m.head_dim / self.tp
+        qk_dim = m.head_dim + (m.qk_rope_head_dim if m.attention == "MLA" else 0)
+        return 2.0 * m.layers * m.q_heads * (qk_dim + m.head_dim) / self.tp
 
     @property
     def effective_flops(self) -> float:
         return self.gpu.peak_tflops * 1e12 * self.efficiency.compute_efficiency
+
+    @property
+    def attention_effective_flops(self) -> float:
+        return self.gpu.attention_peak_tflops * 1e12 * self.efficiency.compute_efficiency
 
     @property
     def effective_bandwidth(self) -> float:
@@ -171,7 +195,7 @@ class Deployment:
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV cache one replica holds, rounded down to whole blocks (may be <= 0:
         the catalog rejects such deployments)."""
-        usable = self.gpu.memory_gb * GIB * self.scheduler.kv_memory_fraction
+        usable = self.gpu.memory_gib * GIB * self.scheduler.kv_memory_fraction
         free = usable - self.weight_bytes_per_gpu - self.activation_bytes_per_gpu
         block = self.scheduler.kv_block_tokens
         return int(free // self.kv_bytes_per_token) // block * block
@@ -182,8 +206,21 @@ class Deployment:
 
     @property
     def decode_compute_bound_batch(self) -> float:
-        """Batch size at which a decode step's weight read stops being the bottleneck."""
-        return self.ridge_flops_per_byte * self.weight_bytes_per_gpu / self.flops_per_token
+        """Smallest decode batch whose dense FLOPs take as long as its weight read (no KV):
+        F_tok * b / P_eff = W(b) / B_eff, W(b) counting only the experts b tokens touch."""
+        coef = self.coefficients
+
+        def excess(b: float) -> float:
+            return b * self.flops_per_token / self.effective_flops - step.weight_bytes(
+                coef, b) / self.effective_bandwidth
+
+        low, high = 0.0, 1.0
+        while excess(high) < 0.0:
+            low, high = high, high * 2.0
+        for _ in range(100):
+            mid = 0.5 * (low + high)
+            low, high = (mid, high) if excess(mid) < 0.0 else (low, mid)
+        return high
 
     @property
     def coefficients(self) -> np.ndarray:
@@ -201,12 +238,16 @@ class Deployment:
         c[step.ATTN_FLOPS_PER_PAIR] = self.attn_flops_per_pair
         c[step.EFFECTIVE_FLOPS] = self.effective_flops
         c[step.EFFECTIVE_BANDWIDTH] = self.effective_bandwidth
+        c[step.ATTN_EFFECTIVE_FLOPS] = self.attention_effective_flops
         c[step.STEP_OVERHEAD_S] = e.step_overhead_s + m.layers * e.layer_overhead_s
         if self.tp > 1:
-            c[step.ALLREDUCE_LATENCY_S] = 2.0 * m.layers * e.allreduce_latency_s
+            # a ring all-reduce takes 2 (tp - 1) hops; the catalog's latency is that of tp = 2
+            c[step.ALLREDUCE_LATENCY_S] = 2.0 * m.layers * e.allreduce_latency_s * (self.tp - 1)
             ring = 2.0 * (self.tp - 1) / self.tp
             c[step.ALLREDUCE_BYTES_PER_TOKEN] = 2.0 * m.layers * m.hidden_size * ACTIVATION_BYTES * ring
-        c[step.LINK_BANDWIDTH] = self.gpu.interconnect_gbs * 1e9
+        # datasheets quote NVLink / Infinity Fabric / PCIe both directions summed; a ring step
+        # sends one way
+        c[step.LINK_BANDWIDTH] = self.gpu.interconnect_gbs * 1e9 / 2.0
         return c
 
     # ---- the two questions ----------------------------------------------------------------
@@ -235,6 +276,37 @@ class Deployment:
             float(batch_size),
         )
         return max(compute_s, memory_s) + fixed_s
+
+    def max_concurrency(self, prompt_tokens: int, output_tokens: int) -> int:
+        """Requests of this shape that run together at full load: the KV cache must hold each
+        one's prompt + output, and the scheduler caps the count at max_seqs."""
+        fits = self.kv_capacity_tokens // (prompt_tokens + output_tokens)
+        return int(min(self.scheduler.max_seqs, fits))
+
+    def max_throughput_tok_s(self, prompt_tokens: int, output_tokens: int) -> float:
+        """Output tokens per second of one replica under unbounded load of identical requests
+        (formula in the module docstring)."""
+        batch = self.max_concurrency(prompt_tokens, output_tokens)
+        if batch < 1:
+            raise ValueError(
+                f"deployment {self.name!r}: a {prompt_tokens}+{output_tokens}-token request does"
+                f" not fit its KV cache of {self.kv_capacity_tokens} tokens"
+            )
+        coef = self.coefficients
+        # prefill: B prompts' tokens packed into steps of at most max_batched_tokens tokens
+        budget = float(self.scheduler.max_batched_tokens)
+        prefill_tokens = float(batch * prompt_tokens)
+        steps = math.ceil(prefill_tokens / budget)
+        per_step = prefill_tokens / steps
+        pairs_per_step = batch * step.chunk_attn_pairs(0.0, float(prompt_tokens)) / steps
+        compute_s, memory_s, fixed_s = step.step_cost(coef, per_step, pairs_per_step, 0.0, per_step)
+        seconds = steps * (max(compute_s, memory_s) + fixed_s)
+        # decode: `output` steps over the whole batch, context growing from prompt to prompt+output
+        samples = min(output_tokens, 16)
+        for i in range(samples):
+            context = prompt_tokens + (i + 0.5) * output_tokens / samples
+            seconds += output_tokens / samples * self.decode_step_s(batch, int(batch * context))
+        return batch * output_tokens / seconds
 
     def as_row(self) -> dict:
         """The `roofline` table row: every coefficient the replay uses, readable in SQL."""

@@ -4,7 +4,7 @@ A serving engine advances in *steps*. One step runs a forward pass over every sc
 prefill chunks (many tokens of one prompt) and decodes (one token per running sequence) mixed.
 Its time is the larger of its compute time and its memory time, plus fixed costs:
 
-    compute_s = (F_tok * tokens + F_attn * pairs) / P_eff
+    compute_s = F_tok * tokens / P_eff + F_attn * pairs / P_attn
     memory_s  = (W(tokens) + K_tok * (kv_read + kv_written)) / B_eff
     fixed_s   = O_step + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
     step_s    = max(compute_s, memory_s) + fixed_s
@@ -21,11 +21,17 @@ lock-step, so the replica's step time is one GPU's step time):
   Dense models have W_experts = 0. For a mixture of experts each token picks k of E experts, so
   the expected share of experts a step touches grows with its token count.
 - K_tok  = KV-cache bytes per token per GPU (see deployment.py for GQA / MLA sizing)
-- P_eff  = dense peak FLOP/s of the compute dtype * compute efficiency
+- P_eff  = dense peak FLOP/s of the weight dtype * compute efficiency (fp8 / fp4 weights run fp8 /
+  fp4 GEMMs, so a lower precision raises the usable peak as well as cutting bytes)
+- P_attn = dense peak FLOP/s of the attention dtype * compute efficiency: attention multiplies
+  activations by the KV cache, never by weights, so it runs in fp8 when the KV cache is fp8 and
+  the GPU has fp8 tensor cores, otherwise in bf16 (fp4 weights do not make attention fp4)
 - B_eff  = HBM bandwidth * bandwidth efficiency
 - O_step = per-step overhead + layers * per-layer overhead (scheduling, sampling, launches)
-- A_lat  = 2 * layers * all-reduce latency floor; A_bytes = 2 * layers * hidden * 2 B *
-  2 (tp - 1) / tp per token (ring all-reduce of bf16 activations), over the link bandwidth B_link.
+- A_lat  = 2 * layers * (tp - 1) * all-reduce latency floor (two all-reduces per layer, after
+  attention and after the MLP; a ring all-reduce takes 2 (tp - 1) hops, the catalog's floor is
+  the tp = 2 figure); A_bytes = 2 * layers * hidden * 2 B * 2 (tp - 1) / tp per token (ring
+  all-reduce of bf16 activations), over B_link = one direction of the GPU's link bandwidth.
 
 The step is *compute-bound* when compute_s >= memory_s, else *memory-bound*; the bound resource
 decides how the step's GPU-seconds are split among its requests (see pipelines/replay/engine.py).
@@ -53,7 +59,8 @@ STEP_OVERHEAD_S = 9
 ALLREDUCE_LATENCY_S = 10
 ALLREDUCE_BYTES_PER_TOKEN = 11
 LINK_BANDWIDTH = 12
-N_COEFFICIENTS = 13
+ATTN_EFFECTIVE_FLOPS = 13
+N_COEFFICIENTS = 14
 
 
 @njit(cache=True)
@@ -71,9 +78,10 @@ def step_cost(
     coef: np.ndarray, tokens: float, attn_pairs: float, kv_read: float, kv_written: float
 ) -> tuple[float, float, float]:
     """(compute_s, memory_s, fixed_s) of one step; its duration is max(compute, memory) + fixed."""
-    compute_s = (coef[FLOPS_PER_TOKEN] * tokens + coef[ATTN_FLOPS_PER_PAIR] * attn_pairs) / coef[
-        EFFECTIVE_FLOPS
-    ]
+    compute_s = (
+        coef[FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
+        + coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
+    )
     memory_s = (
         weight_bytes(coef, tokens) + coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written)
     ) / coef[EFFECTIVE_BANDWIDTH]

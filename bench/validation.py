@@ -1,0 +1,34 @@
+"""Print the roofline's error against published measurements (default factors, nothing fitted).
+
+    .venv/bin/python bench/validation.py [--rows]
+
+Reads bench/validation/published_measurements.csv (one row per measurement, with its source URL)
+and prints the median and worst absolute error per metric; --rows also prints every row.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.roofline import load_catalog
+from pipelines.roofline.validation import summary, validate
+
+TABLE = Path(__file__).resolve().parent / "validation" / "published_measurements.csv"
+
+
+def main(argv: list[str]) -> None:
+    validated = validate(load_catalog(), pl.read_csv(TABLE))
+    pl.Config.set_tbl_rows(200).set_tbl_cols(20).set_tbl_width_chars(200)
+    if "--rows" in argv:
+        print(validated.select("source", "model", "gpu", "tp", "weight_dtype", "metric",
+                               "prompt_tokens", "output_tokens", "batch", "measured",
+                               pl.col("predicted").round(5), pl.col("error").round(3)))
+    print(f"{validated.height} rows from {validated['source'].n_unique()} sources")
+    print(summary(validated))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

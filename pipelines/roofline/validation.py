@@ -1,0 +1,90 @@
+"""Predict published measurements with the roofline, to say how far the physics is from reality.
+
+A measurement row (bench/validation/published_measurements.csv) names a model, GPU, tensor-parallel
+degree, dtypes, serving engine, request shape and one measured figure:
+
+- ttft_s: time to first token of a lone request (batch 1) = `prefill_s(prompt)`; with batch b > 1
+  (a static batch of b prompts prefilled together) the prefill of b * prompt tokens.
+- tpot_s: time per output token of a batch of b sequences decoding `output` tokens after a
+  `prompt`-token prompt: the mean decode step over the output, plus (for b > 1 static batches
+  measured end to end, the `e2e_over_output` engines) the batch's prefill spread over the output.
+- max_throughput_tok_s: output tokens/s under unbounded load (`Deployment.max_throughput_tok_s`).
+
+Predictions use the catalog's default efficiency factors: nothing is fitted to these rows. The
+engine column sets the scheduler limits the publication states or the engine defaults to, and
+the serving stack whose catalog factors apply (ENGINE_SCHEDULER); nothing per row.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipelines.roofline import step
+from pipelines.roofline.catalog import Catalog
+from pipelines.roofline.deployment import Deployment
+
+# Scheduler limits per engine. trtllm: TensorRT-LLM's default max_batch_size 2048 and
+# max_num_tokens 8192; its perf-overview runs use kv_cache_free_gpu_mem_fraction 0.95.
+# vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass).
+ENGINE_SCHEDULER = {
+    "trtllm": {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.95},
+    "vllm": {},
+    "vllm-2023": {"stack": "vllm-2023"},
+}
+# Engines whose tpot_s rows are an end-to-end batch latency divided by the output length.
+E2E_OVER_OUTPUT = {"vllm"}
+METRICS = ("ttft_s", "tpot_s", "max_throughput_tok_s")
+
+
+def deployment_for(catalog: Catalog, row: dict) -> Deployment:
+    if row["engine"] not in ENGINE_SCHEDULER:
+        raise ValueError(f"engine {row['engine']!r}: expected one of {', '.join(ENGINE_SCHEDULER)}")
+    return catalog.build(
+        model=row["model"], gpu=row["gpu"], tp=int(row["tp"]), weights=row["weight_dtype"],
+        kv_cache=row["kv_dtype"], **ENGINE_SCHEDULER[row["engine"]],
+    )
+
+
+def _batch_prefill_s(d: Deployment, batch: int, prompt: int) -> float:
+    """One step prefilling `batch` prompts of `prompt` tokens together."""
+    compute_s, memory_s, fixed_s = step.step_cost(
+        d.coefficients, float(batch * prompt), batch * step.chunk_attn_pairs(0.0, float(prompt)),
+        0.0, float(batch * prompt),
+    )
+    return max(compute_s, memory_s) + fixed_s
+
+
+def predict(catalog: Catalog, row: dict) -> float:
+    """The model's value for one measurement row (same unit as `measured`)."""
+    d = deployment_for(catalog, row)
+    prompt, output = int(row["prompt_tokens"]), int(row["output_tokens"])
+    batch = int(row["batch"]) if row.get("batch") not in (None, "") else 1
+    metric = row["metric"]
+    if metric == "ttft_s":
+        return d.prefill_s(prompt) if batch == 1 else _batch_prefill_s(d, batch, prompt)
+    if metric == "tpot_s":
+        decode = sum(d.decode_step_s(batch, batch * (prompt + i)) for i in range(1, output))
+        if row["engine"] in E2E_OVER_OUTPUT:
+            return (_batch_prefill_s(d, batch, prompt) + decode) / output
+        return decode / (output - 1)
+    if metric == "max_throughput_tok_s":
+        return d.max_throughput_tok_s(prompt, output)
+    raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+
+
+def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
+    """The measurements with `predicted` and `error` = predicted / measured - 1 per row."""
+    predicted = [predict(catalog, row) for row in measurements.iter_rows(named=True)]
+    return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
+        error=pl.col("predicted") / pl.col("measured") - 1.0
+    )
+
+
+def summary(validated: pl.DataFrame) -> pl.DataFrame:
+    """Per metric: rows, median and worst absolute error."""
+    return (
+        validated.group_by("metric")
+        .agg(rows=pl.len(), median_abs_error=pl.col("error").abs().median(),
+             worst_abs_error=pl.col("error").abs().max())
+        .sort("metric")
+    )
