@@ -11,6 +11,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
+from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
 from pipelines.defs.reference import assets as reference_assets
@@ -31,7 +32,7 @@ def build_defs(warehouse: Path) -> dg.Definitions:
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     return dg.Definitions(
         assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets,
-                                                what_if_assets]),
+                                                what_if_assets, calibration_assets]),
         asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks, report_checks]),
         resources={"duckdb": DuckDBResource(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
         executor=dg.in_process_executor,

@@ -14,11 +14,11 @@ def test_asset_graph_snapshot():
     """The asset keys and checks users see in the UI; changing them is a deliberate act."""
     graph = defs.resolve_asset_graph()
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
-        "chargeback", "deployments", "fleet_summary", "fleet_timeline", "fleet_timeline_minute",
-        "gpu_efficiency", "gpus", "models", "prices", "rejected_requests", "report",
-        "report_charts_files", "request_costs", "request_stages", "requests", "roofline",
-        "scenario_fleets", "scenario_stages", "shape_buckets", "shape_spend", "stage_breakdown",
-        "trace_files", "what_if",
+        "calibration", "calibration_errors", "chargeback", "deployments", "fleet_summary",
+        "fleet_timeline", "fleet_timeline_minute", "gpu_efficiency", "gpus", "models", "prices",
+        "rejected_requests", "report", "report_charts_files", "request_costs", "request_stages",
+        "requests", "roofline", "scenario_fleets", "scenario_stages", "shape_buckets", "shape_spend",
+        "stage_breakdown", "trace_files", "what_if",
     ]
     assert sorted(f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys) == [
         "request_stages:gpu_seconds_conserved",

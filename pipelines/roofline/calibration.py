@@ -1,0 +1,323 @@
+"""Calibrate a deployment's efficiency factors and overheads on observed latencies.
+
+The catalog's factors are defaults for a GPU family and serving stack; a user's own engine,
+drivers and settings differ. Given what their logs observed, we fit the four numbers that carry
+the software: compute efficiency, bandwidth efficiency, the per-step overhead and the client-side
+latency (network one-way), and report how far the model was from the observations before and
+after, per request shape.
+
+Two kinds of observations:
+
+- request logs (the `requests` table: arrival_s, prompt/output/cached tokens, observed_ttft_s,
+  observed_e2e_s). Predictions come from replaying the *whole* log on the deployment
+  (pipelines.replay), so queueing and batching under the log's own load are part of the model;
+  the residuals compare the replay's ttft_s / e2e_s with the observed ones.
+- step measurements (`kind` = prefill | decode, `batch`, `prompt_tokens`, `context_tokens`,
+  `observed_s`), such as SplitwiseSim's perf_model.csv: the prefill of `batch` prompts of
+  `prompt_tokens` in one step, or one decode step over `batch` sequences of `context_tokens`.
+
+Fitting: residual = log(predicted / observed) per observation, minimised with
+scipy.optimize.least_squares(loss="soft_l1", f_scale=0.2): a robust loss, so a few requests
+that queued behind something the log does not show (or a noisy measurement) do not drag the fit.
+Parameters are fitted in log space, efficiencies bounded to (0.01, 1], overheads to (10 us, 1 s).
+
+Held-out check: observations are split into alternating halves in arrival (or row) order, so both
+halves see the same load; the fit uses the even half (and only the metrics asked for), errors are
+reported on both halves and every observed metric. Per group (shape x half x metric):
+error = median over its observations of |predicted / observed - 1| (per-request accuracy) and
+shape_error = |median predicted / median observed - 1| (the group's bias, what a per-shape cost
+attribution inherits).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import polars as pl
+from scipy.optimize import least_squares
+
+from pipelines.replay import replay
+from pipelines.roofline import step
+from pipelines.roofline.deployment import Deployment
+
+PARAMETERS = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "net_one_way_s")
+BOUNDS = {
+    "compute_efficiency": (0.01, 1.0),
+    "bandwidth_efficiency": (0.01, 1.0),
+    "step_overhead_s": (1e-5, 1.0),
+    "net_one_way_s": (1e-5, 1.0),
+}
+REQUEST_METRICS = {"ttft": "observed_ttft_s", "e2e": "observed_e2e_s"}
+FIT, HELD_OUT = "fit", "held_out"
+# Residuals are log ratios: beyond F_SCALE (about 20%) an observation counts linearly, not
+# quadratically. DIFF_STEP: relative step of the finite differences in log-parameter space, wide
+# enough to step over the replay's discrete batching decisions. MAX_EVALUATIONS bounds the work.
+F_SCALE = 0.2
+DIFF_STEP = 0.05
+MAX_EVALUATIONS = 400
+ALL_SHAPES = "all"
+
+
+class CalibrationError(ValueError):
+    """The observations cannot calibrate the deployment (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    before: Deployment
+    after: Deployment
+    errors: pl.DataFrame  # shape, split, metric, observations, median_observed_s, (shape_)error_before/after
+    cost_before: float
+    cost_after: float
+
+    def parameters(self) -> dict[str, tuple[float, float]]:
+        """{parameter: (before, after)}."""
+        return {p: (parameter(self.before, p), parameter(self.after, p)) for p in PARAMETERS}
+
+    def held_out_error(self, metric: str, column: str = "error") -> tuple[float, float]:
+        """(before, after) `error` or `shape_error` over all held-out observations of `metric`."""
+        row = self.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == HELD_OUT)
+                                 & (pl.col("metric") == metric))
+        if row.height == 0:
+            raise KeyError(f"no held-out {metric} observations")
+        return float(row[f"{column}_before"][0]), float(row[f"{column}_after"][0])
+
+
+def parameter(d: Deployment, name: str) -> float:
+    if name == "net_one_way_s":
+        return d.network.one_way_s
+    return getattr(d.efficiency, name)
+
+
+def with_parameters(d: Deployment, values: dict[str, float]) -> Deployment:
+    """The deployment with some of PARAMETERS replaced."""
+    efficiency = {k: v for k, v in values.items() if k != "net_one_way_s"}
+    network = d.network if "net_one_way_s" not in values else replace(
+        d.network, one_way_s=values["net_one_way_s"])
+    return replace(d, efficiency=replace(d.efficiency, **efficiency), network=network)
+
+
+# ---- predictions ------------------------------------------------------------------------------
+
+def predict_requests(d: Deployment, requests: pl.DataFrame) -> pl.DataFrame:
+    """request_id, ttft, e2e: the replay of the whole log on `d` (one replica per deployment row)."""
+    stages = replay(requests, d)
+    return stages.select("request_id", ttft="ttft_s", e2e="e2e_s")
+
+
+def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
+    """Seconds of each measured step (prefill of batch x prompt tokens, or one decode step)."""
+    coef = d.coefficients
+    out = np.empty(steps.height)
+    for i, (kind, batch, prompt, context) in enumerate(
+        steps.select("kind", "batch", "prompt_tokens", "context_tokens").iter_rows()
+    ):
+        if kind == "prefill":
+            tokens = float(batch * prompt)
+            cost = step.step_cost(coef, tokens, batch * step.chunk_attn_pairs(0.0, float(prompt)),
+                                  0.0, tokens)
+        elif kind == "decode":
+            cost = step.step_cost(coef, float(batch), float(batch * context),
+                                  float(batch * context), float(batch))
+        else:
+            raise CalibrationError(f"step kind {kind!r}: expected 'prefill' or 'decode'")
+        out[i] = max(cost[0], cost[1]) + cost[2]
+    return out
+
+
+# ---- observations in long form ------------------------------------------------------------------
+
+def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
+    """request_id, shape, metric, observed, split (alternating in arrival order)."""
+    missing = {"request_id", "arrival_s", "prompt_tokens", "output_tokens",
+               *REQUEST_METRICS.values()} - set(requests.columns)
+    if missing:
+        raise CalibrationError(f"requests lack column(s) {sorted(missing)}")
+    ordered = requests.sort("arrival_s", maintain_order=True).with_row_index("order")
+    long = pl.concat([
+        ordered.select("request_id", "prompt_tokens", "output_tokens", "order",
+                       metric=pl.lit(metric), observed=pl.col(column).cast(pl.Float64))
+        for metric, column in REQUEST_METRICS.items()
+    ]).filter(pl.col("observed").is_not_null() & (pl.col("observed") > 0))
+    if long.height == 0:
+        raise CalibrationError("no request carries an observed TTFT or end-to-end latency")
+    return _with_shape(long, buckets).with_columns(
+        split=pl.when(pl.col("order") % 2 == 0).then(pl.lit(FIT)).otherwise(pl.lit(HELD_OUT))
+    ).drop("order")
+
+
+def _step_observations(steps: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
+    """kind, batch, tokens, shape (`prefill` / `decode`, batch, prompt bucket), metric, observed,
+    split (alternating in row order)."""
+    missing = {"kind", "batch", "prompt_tokens", "context_tokens", "observed_s"} - set(steps.columns)
+    if missing:
+        raise CalibrationError(f"step measurements lack column(s) {sorted(missing)}")
+    kinds = set(steps["kind"].unique()) - {"prefill", "decode"}
+    if kinds:
+        raise CalibrationError(f"step kind(s) {sorted(kinds)}: expected 'prefill' or 'decode'")
+    prompt_breaks, prompt_labels = _labels(buckets, "prompt")
+    return steps.with_row_index("order").with_columns(
+        metric=pl.col("kind"), observed=pl.col("observed_s").cast(pl.Float64),
+        shape=pl.concat_str(
+            pl.col("kind"), pl.lit(" batch "), pl.col("batch").cast(pl.String), pl.lit(" / "),
+            _bucket("prompt_tokens", prompt_breaks, prompt_labels)),
+        split=pl.when(pl.col("order") % 2 == 0).then(pl.lit(FIT)).otherwise(pl.lit(HELD_OUT)),
+    ).drop("order")
+
+
+# ---- fitting -----------------------------------------------------------------------------------
+
+def _fit(before: Deployment, predict, observed: np.ndarray, fit_mask: np.ndarray) -> Deployment:
+    """Least squares on log(predicted / observed) over the fit half, in log-parameter space."""
+    names = list(PARAMETERS)
+    low = np.log([BOUNDS[p][0] for p in names])
+    high = np.log([BOUNDS[p][1] for p in names])
+    start = np.clip(np.log([max(parameter(before, p), BOUNDS[p][0]) for p in names]),
+                    low + 1e-9, high - 1e-9)
+    log_observed = np.log(observed[fit_mask])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        candidate = with_parameters(before, dict(zip(names, np.exp(x), strict=True)))
+        return np.log(predict(candidate)[fit_mask]) - log_observed
+
+    result = least_squares(residuals, start, bounds=(low, high), loss="soft_l1", f_scale=F_SCALE,
+                           x_scale=1.0, diff_step=DIFF_STEP, max_nfev=MAX_EVALUATIONS)
+    return with_parameters(before, dict(zip(names, np.exp(result.x), strict=True)))
+
+
+def _cost(predicted: np.ndarray, observed: np.ndarray) -> float:
+    """Median |log(predicted / observed)| (a scale-free summary of the fit)."""
+    return float(np.median(np.abs(np.log(predicted / observed))))
+
+
+def _error_table(obs: pl.DataFrame, predicted_before: np.ndarray,
+                 predicted_after: np.ndarray) -> pl.DataFrame:
+    frame = obs.with_columns(
+        pred_before=pl.Series(predicted_before), pred_after=pl.Series(predicted_after)
+    ).with_columns(
+        err_before=(pl.col("pred_before") / pl.col("observed") - 1.0).abs(),
+        err_after=(pl.col("pred_after") / pl.col("observed") - 1.0).abs(),
+    )
+    aggregations = dict(
+        observations=pl.len(), median_observed_s=pl.col("observed").median(),
+        error_before=pl.col("err_before").median(), error_after=pl.col("err_after").median(),
+        shape_error_before=(pl.col("pred_before").median() / pl.col("observed").median() - 1).abs(),
+        shape_error_after=(pl.col("pred_after").median() / pl.col("observed").median() - 1).abs(),
+    )
+    per_shape = frame.group_by("shape", "split", "metric").agg(**aggregations)
+    overall = frame.group_by("split", "metric").agg(**aggregations).with_columns(
+        shape=pl.lit(ALL_SHAPES))
+    return pl.concat([per_shape, overall.select(per_shape.columns)]).with_columns(
+        pl.col("observations").cast(pl.Int64)).sort("split", "metric", "shape")
+
+
+def _labels(buckets: pl.DataFrame, dimension: str) -> tuple[list[float], list[str]]:
+    rows = buckets.filter(pl.col("dimension") == dimension).sort("lower")
+    return [float(x) for x in rows["lower"][1:]], rows["label"].to_list()
+
+
+def _bucket(column: str, breaks: list[float], labels: list[str]) -> pl.Expr:
+    """The label of the last bucket whose lower edge the value reaches (edges ascending)."""
+    expr = pl.lit(labels[0])
+    for edge, label in zip(breaks, labels[1:], strict=True):
+        expr = pl.when(pl.col(column) >= edge).then(pl.lit(label)).otherwise(expr)
+    return expr
+
+
+def _with_shape(frame: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
+    """The prompt-bucket x output-bucket label of shape_buckets.csv (same edges as the reports)."""
+    prompt_breaks, prompt_labels = _labels(buckets, "prompt")
+    output_breaks, output_labels = _labels(buckets, "output")
+    return frame.with_columns(
+        shape=pl.concat_str(
+            _bucket("prompt_tokens", prompt_breaks, prompt_labels),
+            pl.lit(" / "),
+            _bucket("output_tokens", output_breaks, output_labels),
+        )
+    )
+
+
+def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFrame,
+                       fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS)) -> Calibration:
+    """Fit `d` to a request log's observed latencies (module docstring). `fit_metrics` (ttft,
+    e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
+    estimates (every observed metric is still reported)."""
+    unknown = set(fit_metrics) - set(REQUEST_METRICS)
+    if unknown or not fit_metrics:
+        raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
+    obs = _request_observations(requests, buckets)
+    order = {"ttft": 0, "e2e": 1}
+    ids = obs["request_id"]
+    metric_index = obs["metric"].replace_strict(order, return_dtype=pl.Int64).to_numpy()
+
+    def predict(candidate: Deployment) -> np.ndarray:
+        table = predict_requests(candidate, requests)
+        joined = pl.DataFrame({"request_id": ids}).join(table, on="request_id", how="left",
+                                                         maintain_order="left")
+        both = np.column_stack([joined["ttft"].to_numpy(), joined["e2e"].to_numpy()])
+        return both[np.arange(len(metric_index)), metric_index]
+
+    return _calibrate(d, obs, predict, fit_metrics)
+
+
+def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -> Calibration:
+    """Fit `d` to measured prefill and decode step times (module docstring). The network
+    one-way latency does not enter step times and keeps its value."""
+    obs = _step_observations(steps, buckets)
+    return _calibrate(d, obs, lambda candidate: predict_steps(candidate, obs),
+                      ("prefill", "decode"))
+
+
+def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str, ...]) -> Calibration:
+    observed = obs["observed"].to_numpy()
+    fit_mask = ((obs["split"] == FIT) & obs["metric"].is_in(list(fit_metrics))).to_numpy()
+    if fit_mask.sum() < len(PARAMETERS):
+        raise CalibrationError(
+            f"{int(fit_mask.sum())} observations in the fit half: need at least {len(PARAMETERS)}"
+        )
+    before = predict(d)
+    after_deployment = _fit(d, predict, observed, fit_mask)
+    after = predict(after_deployment)
+    if not (np.isfinite(before).all() and np.isfinite(after).all()):
+        raise CalibrationError("the replay left some observed request without a prediction")
+    return Calibration(
+        before=d, after=after_deployment, errors=_error_table(obs, before, after),
+        cost_before=_cost(before, observed), cost_after=_cost(after, observed),
+    )
+
+
+def perf_model_steps(perf_model: pl.DataFrame, model: str, hardware: str, tp: int) -> pl.DataFrame:
+    """SplitwiseSim perf_model.csv rows of one configuration as step measurements: each row's
+    prompt_time (ms) is the prefill of batch_size prompts, its token_time (ms) a decode step over
+    batch_size sequences (context taken at the middle of the output: prompt + token_size / 2)."""
+    rows = perf_model.filter((pl.col("model") == model) & (pl.col("hardware") == hardware)
+                             & (pl.col("tensor_parallel") == tp))
+    if rows.height == 0:
+        raise CalibrationError(f"perf_model has no rows for {model} on {hardware} at tp={tp}")
+    common = dict(batch=pl.col("batch_size").cast(pl.Int64),
+                  prompt_tokens=pl.col("prompt_size").cast(pl.Int64))
+    prefill = rows.select(kind=pl.lit("prefill"), **common, context_tokens=pl.lit(0, pl.Int64),
+                          observed_s=pl.col("prompt_time") / 1e3)
+    decode = rows.select(kind=pl.lit("decode"), **common,
+                         context_tokens=(pl.col("prompt_size") + pl.col("token_size") // 2)
+                         .cast(pl.Int64),
+                         observed_s=pl.col("token_time") / 1e3)
+    return pl.concat([prefill, decode])
+
+
+def format_table(errors: pl.DataFrame) -> str:
+    """Markdown table of the per-shape errors (for asset metadata and reports)."""
+    lines = ["| split | metric | shape | n | median observed s | error before | error after |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for r in errors.iter_rows(named=True):
+        lines.append(
+            f"| {r['split']} | {r['metric']} | {r['shape']} | {r['observations']} | "
+            f"{r['median_observed_s']:.4g} | {_pct(r['error_before'])} | {_pct(r['error_after'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or math.isnan(x) else f"{100 * x:.1f}%"

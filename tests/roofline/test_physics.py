@@ -1,0 +1,125 @@
+"""The physics added on top of the plain roofline: MLA FLOPs, attention precision, ring
+all-reduce, MoE ridge, max-load throughput, parallelism and memory errors, serving stacks."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.roofline import CatalogError, load_catalog
+from pipelines.roofline import step
+from pipelines.roofline.catalog import valid_tensor_parallel
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+def test_mla_attention_flops_use_the_expanded_query_key_dims(catalog):
+    d = catalog.build(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8")
+    # QK^T over 128 + 64 dims and AV over 128, 2 FLOPs per multiply-add, 128 heads, 61 layers
+    assert d.attn_flops_per_pair == pytest.approx(2 * 61 * 128 * (128 + 64 + 128) / 8)
+    gqa = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
+    assert gqa.attn_flops_per_pair == pytest.approx(4 * 80 * 64 * 128 / 4)
+
+
+def test_attention_runs_in_the_kv_dtype_not_the_weight_dtype(catalog):
+    fp4 = catalog.build(model="llama-3.1-70b", gpu="b200", weights="fp4", kv_cache="fp8")
+    assert fp4.gpu.peak_tflops == 9000 and fp4.gpu.attention_peak_tflops == 4500
+    bf16_kv = catalog.build(model="llama-3.1-70b", gpu="b200", weights="fp4", kv_cache="bf16")
+    assert bf16_kv.gpu.attention_peak_tflops == 2250
+    # A100 has no fp8 tensor cores: an fp8 KV cache still attends in bf16
+    a100 = catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", kv_cache="fp8")
+    assert a100.gpu.attention_peak_tflops == 312
+
+
+def test_allreduce_latency_grows_with_the_ring(catalog):
+    per_step = {tp: catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=tp)
+                .coefficients[step.ALLREDUCE_LATENCY_S] for tp in (2, 4, 8)}
+    single = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=1)
+    assert single.coefficients[step.ALLREDUCE_LATENCY_S] == 0.0
+    assert per_step[4] == pytest.approx(3 * per_step[2]) and per_step[8] == pytest.approx(7 * per_step[2])
+    d = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2)
+    assert d.coefficients[step.LINK_BANDWIDTH] == pytest.approx(450e9)  # 900 GB/s both ways
+
+
+@pytest.mark.parametrize(("model", "options", "partial"), [
+    ("mixtral-8x7b", {"tp": 2}, False),
+    ("deepseek-v3", {"tp": 8, "weights": "fp8", "compute_efficiency": 0.01}, True),
+])
+def test_moe_compute_bound_batch_counts_only_touched_experts(catalog, model, options, partial):
+    """Decode turns compute-bound where the batch's FLOPs take as long as reading the experts
+    that batch touches. With real factors that batch (hundreds of tokens) touches every expert;
+    with a ridge point of a few FLOPs per byte (compute efficiency forced to 1%) DeepSeek-V3's
+    crossing comes at ~50 tokens, which touch only part of its 256 experts, so it comes earlier
+    than the all-experts estimate."""
+    d = catalog.build(model=model, gpu="h200-sxm", **options)
+    b = d.decode_compute_bound_batch
+    coef = d.coefficients
+    assert b * d.flops_per_token / d.effective_flops == pytest.approx(
+        step.weight_bytes(coef, b) / d.effective_bandwidth, rel=1e-6)
+    all_experts = d.ridge_flops_per_byte * d.weight_bytes_per_gpu / d.flops_per_token
+    if partial:
+        assert b < 0.8 * all_experts
+    else:
+        assert b == pytest.approx(all_experts, rel=1e-6)
+
+
+def test_max_throughput_is_batched_and_bounded_by_kv(catalog):
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", max_seqs=2048)
+    batch = d.max_concurrency(128, 2048)
+    assert batch == d.kv_capacity_tokens // (128 + 2048)
+    lone = 1.0 / d.decode_step_s(1, 1000)
+    assert d.max_throughput_tok_s(128, 2048) > 50 * lone
+    # long prompts cost prefill FLOPs: fewer output tokens per second
+    assert d.max_throughput_tok_s(2048, 128) < d.max_throughput_tok_s(128, 128)
+    capped = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", max_seqs=8)
+    assert capped.max_concurrency(128, 128) == 8
+
+
+def test_request_larger_than_the_kv_cache_is_refused(catalog):
+    d = catalog.build(model="llama-3.1-8b", gpu="l4")
+    with pytest.raises(ValueError, match="does not fit"):
+        d.max_throughput_tok_s(d.kv_capacity_tokens, 10)
+
+
+@pytest.mark.parametrize(("model", "tp", "named"), [
+    ("llama-3.1-70b", 3, "valid tp: 1, 2, 4, 8"),
+    ("llama-3.1-8b", 5, "32 query heads, 8 KV heads"),
+    ("deepseek-v3", 6, "valid tp: 1, 2, 4, 8"),
+])
+def test_uneven_tensor_parallelism_names_valid_degrees(catalog, model, tp, named):
+    with pytest.raises(CatalogError) as info:
+        catalog.build(model=model, gpu="h100-sxm", tp=tp)
+    assert f"tp={tp}" in str(info.value) and named in str(info.value)
+
+
+def test_valid_tensor_parallel_allows_replicated_kv_heads(catalog):
+    llama1b = catalog.models.filter(catalog.models["model"] == "llama-3.2-1b").row(0, named=True)
+    assert valid_tensor_parallel(llama1b, 16) == [1, 2, 4, 8, 16]
+
+
+def test_weights_larger_than_memory_name_what_fits(catalog):
+    with pytest.raises(CatalogError) as info:
+        catalog.build(model="llama-3.1-405b", gpu="h100-sxm", tp=4)
+    message = str(info.value)
+    assert "GiB" in message and "tp=8 weights=fp8" in message
+    with pytest.raises(CatalogError, match="none on this GPU"):
+        catalog.build(model="deepseek-v3", gpu="l4")
+
+
+def test_capacity_uses_driver_reported_gib(catalog):
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
+    assert d.gpu.memory_gb == 80 and d.gpu.memory_gib == pytest.approx(79.65)
+    usable = 79.65 * 2**30 * 0.9 - d.weight_bytes_per_gpu - d.activation_bytes_per_gpu
+    assert d.kv_capacity_tokens == int(usable // d.kv_bytes_per_token) // 16 * 16
+
+
+def test_serving_stack_selects_its_efficiency_row(catalog):
+    current = catalog.build(model="llama-2-70b", gpu="h100-sxm", tp=2)
+    old = catalog.build(model="llama-2-70b", gpu="h100-sxm", tp=2, stack="vllm-2023")
+    assert (current.stack, old.stack) == ("current", "vllm-2023")
+    assert old.efficiency.step_overhead_s > current.efficiency.step_overhead_s
+    assert old.decode_step_s(1, 512) > current.decode_step_s(1, 512)
+    with pytest.raises(CatalogError, match="vllm-2023"):
+        catalog.build(model="llama-3.1-8b", gpu="b200", stack="vllm-2023")
