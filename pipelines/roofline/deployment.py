@@ -18,9 +18,8 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   where activations ~ max_batched_tokens * (4 * hidden + 2 * ffn / tp) * 2 B is the peak
   workspace of one step (an estimate: attention and MLP intermediates of the largest step).
 - ridge point: effective FLOP/s / effective bandwidth, in FLOPs per byte. A decode step over a
-  batch of b sequences does ~F_tok * b FLOPs for W bytes of weights, so decode turns compute-bound
-  near b* = ridge * W / F_tok (ignoring KV reads, which push b* further out). For a mixture of
-  experts W here is all weights, so b* is an upper bound: a small batch touches fewer experts.
+  batch of b sequences does ~F_tok * b FLOPs for W(b) bytes of weights (see the compute-bound
+  batch below).
 - memory: gpus.csv keeps the marketed `memory_gb` (decimal GB, for people) and `memory_gib`, the
   device memory the driver reports (nvidia-smi / rocm-smi total, in GiB = 2^30 bytes); capacity
   uses memory_gib. The two differ by up to 7%: an "80 GB" H100 has 79.65 GiB, a "48 GB" L40S
