@@ -108,23 +108,25 @@ def predict_requests(d: Deployment, requests: pl.DataFrame) -> pl.DataFrame:
 
 
 def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
-    """Seconds of each measured step (prefill of batch x prompt tokens, or one decode step)."""
-    coef = d.coefficients
-    out = np.empty(steps.height)
-    for i, (kind, batch, prompt, context) in enumerate(
-        steps.select("kind", "batch", "prompt_tokens", "context_tokens").iter_rows()
-    ):
-        if kind == "prefill":
-            tokens = float(batch * prompt)
-            cost = step.step_cost(coef, tokens, batch * step.chunk_attn_pairs(0.0, float(prompt)),
-                                  0.0, tokens)
-        elif kind == "decode":
-            cost = step.step_cost(coef, float(batch), float(batch * context),
-                                  float(batch * context), float(batch))
-        else:
-            raise CalibrationError(f"step kind {kind!r}: expected 'prefill' or 'decode'")
-        out[i] = max(cost[0], cost[1]) + cost[2]
-    return out
+    """Seconds of each measured step: the prefill of `batch` prompts of `prompt_tokens` in one
+    step, or one decode step over `batch` sequences of `context_tokens` each."""
+    prefill = pl.col("kind") == "prefill"
+    batch = pl.col("batch").cast(pl.Float64)
+    prompt = pl.col("prompt_tokens").cast(pl.Float64)
+    context = pl.col("context_tokens").cast(pl.Float64)
+    arrays = steps.select(
+        is_prefill=prefill,
+        batch=batch,
+        prompt=prompt,
+        tokens=pl.when(prefill).then(batch * prompt).otherwise(batch),
+        decode_pairs=batch * context,
+        kv_read=pl.when(prefill).then(0.0).otherwise(batch * context),
+        kv_written=pl.when(prefill).then(batch * prompt).otherwise(batch),
+    )
+    col = {c: arrays[c].to_numpy() for c in arrays.columns}
+    pairs = np.where(col["is_prefill"],
+                     col["batch"] * step.chunk_attn_pairs(0.0, col["prompt"]), col["decode_pairs"])
+    return step.step_seconds(d.coefficients, col["tokens"], pairs, col["kv_read"], col["kv_written"])
 
 
 # ---- observations in long form ------------------------------------------------------------------

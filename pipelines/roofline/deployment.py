@@ -267,6 +267,16 @@ class Deployment:
             if done >= total:
                 return seconds
 
+    def prefill_batch_s(self, batch_size: int, prompt_tokens: int) -> float:
+        """Seconds of one step prefilling `batch_size` prompts of `prompt_tokens` together (a
+        static batch, as offline benchmarks run it)."""
+        tokens = float(batch_size * prompt_tokens)
+        compute_s, memory_s, fixed_s = step.step_cost(
+            self.coefficients, tokens, batch_size * step.chunk_attn_pairs(0.0, float(prompt_tokens)),
+            0.0, tokens,
+        )
+        return max(compute_s, memory_s) + fixed_s
+
     def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         """Seconds of one decode step over `batch_size` sequences holding `context_tokens` KV
         tokens in total (each sequence reads its context and writes one new token)."""

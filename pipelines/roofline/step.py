@@ -94,6 +94,18 @@ def step_cost(
 
 
 @njit(cache=True)
+def step_seconds(coef: np.ndarray, tokens: np.ndarray, attn_pairs: np.ndarray,
+                 kv_read: np.ndarray, kv_written: np.ndarray) -> np.ndarray:
+    """Durations max(compute, memory) + fixed of many independent steps (arrays of equal length)."""
+    out = np.empty(tokens.shape[0])
+    for i in range(tokens.shape[0]):
+        compute_s, memory_s, fixed_s = step_cost(coef, tokens[i], attn_pairs[i], kv_read[i],
+                                                 kv_written[i])
+        out[i] = max(compute_s, memory_s) + fixed_s
+    return out
+
+
+@njit(cache=True)
 def chunk_attn_pairs(cached: float, new: float) -> float:
     """Causal attention pairs of a prefill chunk of `new` tokens after `cached` tokens."""
     return new * (cached + (new - 1.0) / 2.0)

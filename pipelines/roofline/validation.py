@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipelines.roofline import step
 from pipelines.roofline.catalog import Catalog
 from pipelines.roofline.deployment import Deployment
 
@@ -45,15 +44,6 @@ def deployment_for(catalog: Catalog, row: dict) -> Deployment:
     )
 
 
-def _batch_prefill_s(d: Deployment, batch: int, prompt: int) -> float:
-    """One step prefilling `batch` prompts of `prompt` tokens together."""
-    compute_s, memory_s, fixed_s = step.step_cost(
-        d.coefficients, float(batch * prompt), batch * step.chunk_attn_pairs(0.0, float(prompt)),
-        0.0, float(batch * prompt),
-    )
-    return max(compute_s, memory_s) + fixed_s
-
-
 def predict(catalog: Catalog, row: dict) -> float:
     """The model's value for one measurement row (same unit as `measured`)."""
     d = deployment_for(catalog, row)
@@ -61,11 +51,11 @@ def predict(catalog: Catalog, row: dict) -> float:
     batch = int(row["batch"]) if row.get("batch") not in (None, "") else 1
     metric = row["metric"]
     if metric == "ttft_s":
-        return d.prefill_s(prompt) if batch == 1 else _batch_prefill_s(d, batch, prompt)
+        return d.prefill_s(prompt) if batch == 1 else d.prefill_batch_s(batch, prompt)
     if metric == "tpot_s":
         decode = sum(d.decode_step_s(batch, batch * (prompt + i)) for i in range(1, output))
         if row["engine"] in E2E_OVER_OUTPUT:
-            return (_batch_prefill_s(d, batch, prompt) + decode) / output
+            return (d.prefill_batch_s(batch, prompt) + decode) / output
         return decode / (output - 1)
     if metric == "max_throughput_tok_s":
         return d.max_throughput_tok_s(prompt, output)

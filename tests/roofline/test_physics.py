@@ -123,3 +123,11 @@ def test_serving_stack_selects_its_efficiency_row(catalog):
     assert old.decode_step_s(1, 512) > current.decode_step_s(1, 512)
     with pytest.raises(CatalogError, match="vllm-2023"):
         catalog.build(model="llama-3.1-8b", gpu="b200", stack="vllm-2023")
+
+
+def test_static_batch_prefill_is_one_step(catalog):
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
+    assert d.prefill_batch_s(1, 1000) == pytest.approx(d.prefill_s(1000))
+    # eight prompts together: 8x the GEMM work, 8x the attention pairs, one fixed overhead
+    assert d.prefill_batch_s(8, 1000) < 8 * d.prefill_s(1000)
+    assert d.prefill_batch_s(8, 1000) > 4 * d.prefill_s(1000)
