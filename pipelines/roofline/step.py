@@ -2,12 +2,18 @@
 
 A serving engine advances in *steps*. One step runs a forward pass over every scheduled token:
 prefill chunks (many tokens of one prompt) and decodes (one token per running sequence) mixed.
-Its time is the larger of its compute time and its memory time, plus fixed costs:
+Its dense layers (GEMMs, reading the weights) and its attention (reading the KV cache) are
+separate kernels run one after the other, each limited by its own roofline, plus fixed costs:
 
-    compute_s = F_tok * tokens / P_eff + F_attn * pairs / P_attn
-    memory_s  = (W(tokens) + K_tok * (kv_read + kv_written)) / B_eff
-    fixed_s   = O_step + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
-    step_s    = max(compute_s, memory_s) + fixed_s
+    gemm_s  = max(F_tok * tokens / P_eff,  W(tokens) / B_eff)
+    attn_s  = max(F_attn * pairs / P_attn, K_tok * (kv_read + kv_written) / B_eff)
+    fixed_s = O_step + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
+    step_s  = gemm_s + attn_s + fixed_s
+
+(A single roofline over the step's totals, max(all FLOPs, all bytes), would let a big batch's
+compute-bound GEMMs hide its memory-bound attention; they do not overlap.) step_cost returns
+(compute_s, memory_s, fixed_s) with max(compute_s, memory_s) = gemm_s + attn_s, the larger being
+the bound resource's side (see step_cost).
 
 All quantities are *per GPU* of the tensor-parallel group (every GPU does 1/tp of the work in
 lock-step, so the replica's step time is one GPU's step time):
@@ -33,8 +39,9 @@ lock-step, so the replica's step time is one GPU's step time):
   the tp = 2 figure); A_bytes = 2 * layers * hidden * 2 B * 2 (tp - 1) / tp per token (ring
   all-reduce of bf16 activations), over B_link = one direction of the GPU's link bandwidth.
 
-The step is *compute-bound* when compute_s >= memory_s, else *memory-bound*; the bound resource
-decides how the step's GPU-seconds are split among its requests (see pipelines/replay/engine.py).
+The step is *compute-bound* when compute_s >= memory_s (most of its core time is in
+compute-bound kernels), else *memory-bound*; the bound resource decides how the step's
+GPU-seconds are split among its requests (see pipelines/replay/engine.py).
 
 The coefficient vector is a plain float64 array so that the numba-compiled replay loop and the
 Python API evaluate literally the same function.
@@ -77,20 +84,31 @@ def weight_bytes(coef: np.ndarray, tokens: float) -> float:
 def step_cost(
     coef: np.ndarray, tokens: float, attn_pairs: float, kv_read: float, kv_written: float
 ) -> tuple[float, float, float]:
-    """(compute_s, memory_s, fixed_s) of one step; its duration is max(compute, memory) + fixed."""
-    compute_s = (
-        coef[FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
-        + coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
-    )
-    memory_s = (
-        weight_bytes(coef, tokens) + coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written)
-    ) / coef[EFFECTIVE_BANDWIDTH]
+    """(compute_s, memory_s, fixed_s) of one step; its duration is max(compute, memory) + fixed.
+
+    The GEMMs and the attention are separate kernels, each its own roofline, run one after the
+    other: core = max(C_gemm, M_gemm) + max(C_attn, M_attn). The larger of the returned pair is
+    that core time; the smaller is the part of it spent in kernels bound by the other resource,
+    so `compute_s >= memory_s` says most of the step's time is compute-bound."""
+    gemm_compute = coef[FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
+    gemm_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH]
+    attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
+    attn_memory = coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written) / coef[EFFECTIVE_BANDWIDTH]
+    core = max(gemm_compute, gemm_memory) + max(attn_compute, attn_memory)
+    compute_bound_part = 0.0
+    if gemm_compute >= gemm_memory:
+        compute_bound_part += gemm_compute
+    if attn_compute >= attn_memory:
+        compute_bound_part += attn_compute
+    memory_bound_part = core - compute_bound_part
     fixed_s = coef[STEP_OVERHEAD_S]
     if coef[ALLREDUCE_LATENCY_S] > 0.0:
         fixed_s += coef[ALLREDUCE_LATENCY_S] + tokens * coef[ALLREDUCE_BYTES_PER_TOKEN] / coef[
             LINK_BANDWIDTH
         ]
-    return compute_s, memory_s, fixed_s
+    if compute_bound_part >= memory_bound_part:
+        return core, memory_bound_part, fixed_s
+    return compute_bound_part, core, fixed_s
 
 
 @njit(cache=True)

@@ -32,6 +32,12 @@ def test_median_error_per_metric_within_ten_percent(validated):
     assert table.filter(pl.col("median_abs_error") > 0.10).height == 0, table
 
 
+def test_throughput_and_tpot_rows_all_within_25_percent(validated):
+    """Only TTFT rows of the 2023 stack at TP8 miss by more (docs/physics.md §5)."""
+    rest = validated.filter(pl.col("metric") != "ttft_s")
+    assert rest.filter(pl.col("error").abs() > 0.25).height == 0
+
+
 def test_rows_beyond_35_percent_are_the_documented_ones(validated):
     """docs/physics.md lists the rows the physics does not reach; a new one is a regression."""
     worst = validated.filter(pl.col("error").abs() > 0.35)
@@ -40,8 +46,6 @@ def test_rows_beyond_35_percent_are_the_documented_ones(validated):
     assert keys <= {
         ("splitwise-sim", "a100-80gb-sxm", 8, 8192, 128),
         ("splitwise-sim", "h100-sxm", 8, 8192, 128),
-        ("tensorrt-llm-perf-overview", "b200", 1, 128, 2048),
-        ("tensorrt-llm-perf-overview", "b200", 4, 128, 2048),
     }, worst
 
 
