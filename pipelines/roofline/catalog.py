@@ -27,6 +27,19 @@ from pipelines.roofline.deployment import (
 DEFAULT_REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "reference"
 TABLES = ("gpus", "gpu_efficiency", "models", "prices", "deployments")
 DEFAULT_STACK = "current"
+# Columns the physics reads (deployments.csv may omit `stack`: the default stack applies).
+REQUIRED_COLUMNS = {
+    "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
+             "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
+    "gpu_efficiency": ("family", "stack", "compute_efficiency", "bandwidth_efficiency",
+                       "step_overhead_s", "layer_overhead_s", "allreduce_latency_s", "source"),
+    "models": ("model", "layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
+               "total_params_b", "active_params_b", "experts", "experts_per_token", "attention",
+               "kv_lora_rank", "qk_rope_head_dim", "source"),
+    "prices": ("gpu", "provider", "plan", "usd_per_gpu_hour", "is_default", "source"),
+    "deployments": ("deployment", "model", "gpu", "tp", "weight_dtype", "kv_dtype", "replicas",
+                    "source"),
+}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
@@ -250,4 +263,8 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
             frames[table] = pl.read_csv(file, infer_schema_length=None)
         except pl.exceptions.PolarsError as exc:
             raise CatalogError(f"catalog file {file} is not a readable CSV: {exc}") from None
+        missing = [c for c in REQUIRED_COLUMNS[table] if c not in frames[table].columns]
+        if missing:
+            raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
+                               f" (see data/reference/README.md)")
     return Catalog(directory=directory, **frames)

@@ -199,3 +199,12 @@ def test_decode_compute_bound_batch(catalog):
 def test_scheduler_sizes_must_be_positive_whole_numbers(option):
     with pytest.raises(CatalogError, match=option):
         load_catalog().build(model="llama-2-7b", gpu="a100-80gb-sxm", **{option: 0})
+
+
+def test_catalog_file_without_a_needed_column_is_named(tmp_path):
+    for table in TABLES:
+        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
+    efficiency = pl.read_csv(tmp_path / "gpu_efficiency.csv").drop("stack")
+    efficiency.write_csv(tmp_path / "gpu_efficiency.csv")
+    with pytest.raises(CatalogError, match=r"gpu_efficiency.csv lacks column\(s\) \['stack'\]"):
+        load_catalog(tmp_path)
