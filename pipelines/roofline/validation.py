@@ -9,6 +9,10 @@ degree, dtypes, serving engine, request shape and one measured figure:
   `prompt`-token prompt: the mean decode step over the output, plus (for b > 1 static batches
   measured end to end, the `e2e_over_output` engines) the batch's prefill spread over the output.
 - max_throughput_tok_s: output tokens/s under unbounded load (`Deployment.max_throughput_tok_s`).
+- rows with a `qps` (online serving at a request rate): mean TTFT / mean time per output token of
+  the replay (pipelines.replay, the same engine the reports use) of SERVED_REQUESTS identical
+  requests arriving as a Poisson stream at that rate (fixed seed), with no client network: a
+  request waits for the step in flight and its prefill shares steps with the running decodes.
 
 Predictions use the catalog's default efficiency factors: nothing is fitted to these rows. The
 engine column sets the scheduler limits the publication states or the engine defaults to, and
@@ -17,22 +21,29 @@ the serving stack whose catalog factors apply (ENGINE_SCHEDULER); nothing per ro
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import polars as pl
 
+from pipelines.replay import replay
 from pipelines.roofline.catalog import Catalog
-from pipelines.roofline.deployment import Deployment
+from pipelines.roofline.deployment import Deployment, Network
 
 # Scheduler limits per engine. trtllm: TensorRT-LLM's default max_batch_size 2048 and
 # max_num_tokens 8192; its perf-overview runs use kv_cache_free_gpu_mem_fraction 0.95.
 # vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass).
 ENGINE_SCHEDULER = {
     "trtllm": {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.95},
+    "trtllm-serving": {"max_batched_tokens": 8192},
     "vllm": {},
     "vllm-2023": {"stack": "vllm-2023"},
 }
 # Engines whose tpot_s rows are an end-to-end batch latency divided by the output length.
 E2E_OVER_OUTPUT = {"vllm"}
 METRICS = ("ttft_s", "tpot_s", "max_throughput_tok_s")
+SERVED_REQUESTS = 400
+SERVED_METRIC_COLUMN = {"ttft_s": "ttft_s", "tpot_s": "tpot_s"}
 
 
 def deployment_for(catalog: Catalog, row: dict) -> Deployment:
@@ -50,6 +61,8 @@ def predict(catalog: Catalog, row: dict) -> float:
     prompt, output = int(row["prompt_tokens"]), int(row["output_tokens"])
     batch = int(row["batch"]) if row.get("batch") not in (None, "") else 1
     metric = row["metric"]
+    if row.get("qps") not in (None, ""):
+        return _served(d, float(row["qps"]), prompt, output, metric)
     if metric == "ttft_s":
         return d.prefill_s(prompt) if batch == 1 else d.prefill_batch_s(batch, prompt)
     if metric == "tpot_s":
@@ -60,6 +73,19 @@ def predict(catalog: Catalog, row: dict) -> float:
     if metric == "max_throughput_tok_s":
         return d.max_throughput_tok_s(prompt, output)
     raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+
+
+def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str) -> float:
+    """Mean `metric` of a replayed Poisson stream of identical requests at `qps` per second."""
+    if metric not in SERVED_METRIC_COLUMN:
+        raise ValueError(f"metric {metric!r} at a request rate: expected one of"
+                         f" {', '.join(SERVED_METRIC_COLUMN)}")
+    gaps = np.random.default_rng(0).exponential(1.0 / qps, SERVED_REQUESTS)
+    requests = pl.DataFrame({"arrival_s": np.cumsum(gaps) - gaps[0],
+                             "prompt_tokens": [prompt] * SERVED_REQUESTS,
+                             "output_tokens": [output] * SERVED_REQUESTS})
+    local = replace(d, network=Network(one_way_s=0.0, bytes_per_token=0.0))
+    return float(replay(requests, local)[SERVED_METRIC_COLUMN[metric]].mean())
 
 
 def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
