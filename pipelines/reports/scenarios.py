@@ -121,7 +121,7 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
             name=f"{baseline.name}+{s.scenario}", model=baseline.model.model, gpu=gpu,
             tp=s.tp or baseline.tp, weights=s.weights or baseline.weight_dtype,
             kv_cache=s.kv_cache or baseline.kv_dtype, replicas=s.replicas or baseline.replicas,
-            network=baseline.network, **kept, **dataclasses.asdict(scheduler),
+            network=baseline.network, stack=baseline.stack, **kept, **dataclasses.asdict(scheduler),
         )
     except CatalogError as exc:
         raise ScenarioError(f"scenario {s.scenario!r}: {exc}") from None

@@ -167,3 +167,10 @@ def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, con
 def test_a_scenario_that_cannot_hold_the_model_names_itself(catalog, baseline, conv_head):
     with pytest.raises(ScenarioError, match="scenario 'tp1'.*no room for a KV cache"):
         replay_scenarios(conv_head.head(10), catalog, baseline, [Scenario("tp1", "d", tp=1, replicas=12)])
+
+
+def test_a_scenario_keeps_the_baselines_serving_stack(catalog):
+    """A what-if on a 2023-stack fleet must not silently take the current stack's factors."""
+    old = catalog.deployment("splitwise-70b-h100-tp2")
+    swapped = scenario_deployment(catalog, old, Scenario(scenario="h200", description="", gpu="h200-sxm"))
+    assert swapped.stack == old.stack == "vllm-2023"
