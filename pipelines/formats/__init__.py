@@ -1,11 +1,76 @@
 """Trace formats: read one log file, return canonical `requests` rows plus rejected rows.
 
-Every reader returns an `IngestResult` whose row counts satisfy read = accepted + rejected. A file
-that is not a trace of the expected format raises `TraceFormatError`, whose message names the file
-and what was expected.
+    read_trace(path, format=None, *, duplicates="keep", zero_output="reject", failed="keep",
+               **format_options) -> IngestResult
+
+`format` is detected from the content when not given (detect.py); `FORMATS` maps each name to
+its reader. `.gz` and `.zst` files are decompressed first, whatever the format. Every result
+satisfies read = accepted + rejected; a file that is not a trace of the expected format raises
+`TraceFormatError`, whose message names the file and what was expected. The three policies are
+documented on `Policies`; format options (start_time, time_unit, block_tokens, concurrency,
+columns) on each reader.
 """
 
-from pipelines.formats.azure import read_azure_csv
-from pipelines.formats.common import IngestResult, TraceFormatError
+from __future__ import annotations
 
-__all__ = ["IngestResult", "TraceFormatError", "read_azure_csv"]
+import functools
+import inspect
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats import aibrix, azure, burstgpt, generic, llmperf, mooncake, openai_usage, vidur
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError, sha256_of
+from pipelines.formats.detect import detect
+from pipelines.formats.source import head_text, plain_file
+
+FORMATS = {
+    azure.FORMAT: azure.read,
+    burstgpt.FORMAT: burstgpt.read,
+    mooncake.FORMAT: mooncake.read,
+    vidur.FORMAT: vidur.read,
+    llmperf.FORMAT: llmperf.read,
+    aibrix.FORMAT: aibrix.read,
+    openai_usage.FORMAT: openai_usage.read,
+    "csv": functools.partial(generic.read, fmt="csv"),
+    "jsonl": functools.partial(generic.read, fmt="jsonl"),
+    "parquet": functools.partial(generic.read, fmt="parquet"),
+}
+_FIXED = {"plain", "shown", "sha256", "policies", "fmt"}
+_EXPECTED = {module.FORMAT: module.EXPECTED for module in (azure, burstgpt, mooncake, vidur, llmperf, aibrix,
+                                                           openai_usage)}
+
+
+def read_trace(path: str | Path, format: str | None = None, *, duplicates: str = "keep",
+               zero_output: str = "reject", failed: str = "keep", **options) -> IngestResult:
+    """Read one trace file (any supported format, plain, .gz or .zst)."""
+    path = Path(path)
+    policies = Policies(duplicates=duplicates, zero_output=zero_output, failed=failed)
+    if format is not None and format not in FORMATS:
+        raise ValueError(f"format={format!r}: expected one of {sorted(FORMATS)}")
+    with plain_file(path) as plain:
+        if format is None:
+            name = detect(plain, path)
+        else:
+            name = format
+            if name != "parquet":  # refuse empty, binary and non-UTF-8 files before parsing
+                head_text(plain, path, _EXPECTED.get(name, f"a {name} request log"))
+        reader = FORMATS[name]
+        accepted = set(inspect.signature(reader).parameters) - _FIXED
+        unknown = set(options) - accepted
+        if unknown:
+            raise ValueError(f"option(s) {sorted(unknown)} do not apply to format {name!r}"
+                             f" (it takes {sorted(accepted) or 'none'})")
+        try:
+            return reader(plain, path, sha256_of(path), policies, **options)
+        except pl.exceptions.ComputeError as exc:  # raised while scanning: the text is not UTF-8
+            raise TraceFormatError(f"{path}: not readable as UTF-8 text lines ({str(exc).splitlines()[0][:120]});"
+                                   f" expected {_EXPECTED.get(name, f'a {name} request log')}") from None
+
+
+def read_azure_csv(path: str | Path) -> IngestResult:
+    """An Azure LLM trace, format forced (kept for callers of the first release)."""
+    return read_trace(path, format=azure.FORMAT)
+
+
+__all__ = ["FORMATS", "IngestResult", "TraceFormatError", "read_azure_csv", "read_trace"]

@@ -1,9 +1,12 @@
-"""What every trace reader returns, and the canonical schema it returns it in."""
+"""What every trace reader returns, the canonical schema it returns it in, and the options
+(judgement-call policies) every reader shares."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
@@ -30,6 +33,15 @@ REJECTED_SCHEMA = {
 }
 # A prompt or answer beyond this many tokens is not a real request (no model has such a context).
 MAX_SANE_TOKENS = 10_000_000
+# An observed latency beyond a day is a broken clock, not a slow request.
+MAX_SANE_LATENCY_S = 86_400.0
+# Canonical columns a reader may leave out (the format has no such field); `canonical` fills
+# them with their default (cached_tokens 0, the rest null).
+OPTIONAL_COLUMNS = ("arrival_ts", "cached_tokens", "prefix_hashes", "model", "tenant",
+                    "observed_ttft_s", "observed_e2e_s")
+DEFAULTS = {"cached_tokens": 0}
+# The counts every ingest reports, whatever the policies chose (trace_files columns).
+COUNTS = ("exact_duplicates", "zero_output_rows", "failed_rows")
 
 
 class TraceFormatError(ValueError):
@@ -37,31 +49,87 @@ class TraceFormatError(ValueError):
 
 
 @dataclass(frozen=True)
+class Policies:
+    """Judgement calls, each an explicit option of `read_trace` with a documented default.
+
+    duplicates: an exact duplicate line (same raw text as an earlier line) is "keep" (default:
+        logs with 1-s or 3-s clocks legitimately repeat identical rows) or "reject".
+    zero_output: a row with 0 output tokens (and a real prompt) is "reject" (default: there is
+        no answer to replay) or "one": replayed as a one-token answer, since its prefill did run.
+        A BurstGPT row with `Response tokens` 0 is a *failed* request and follows `failed`.
+    failed: a request the log marks as failed (BurstGPT response 0, LLMPerf error_code) that
+        still has real tokens and latencies is "keep" (default: the GPU did that work) or
+        "reject". A failed request with no latency (rate-limited, never ran) is always rejected.
+    """
+
+    duplicates: str = "keep"
+    zero_output: str = "reject"
+    failed: str = "keep"
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("duplicates", ("keep", "reject")), ("zero_output", ("reject", "one")),
+                              ("failed", ("keep", "reject"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"option {name}={getattr(self, name)!r}: expected one of {allowed}")
+
+
+def canonical(rows: pl.DataFrame, trace: str) -> pl.DataFrame:
+    """Compact accepted rows (`line`, arrival_s, tokens, the columns the format has) -> the
+    canonical `requests` columns, request_id = trace:line."""
+    return rows.select(
+        request_id=pl.format("{}:{}", pl.lit(trace), pl.col("line")),
+        trace=pl.lit(trace),
+        **{name: pl.col(name) if name in rows.columns else pl.lit(DEFAULTS.get(name), dtype)
+           for name, dtype in REQUESTS_SCHEMA.items() if name not in ("request_id", "trace")},
+    ).cast(REQUESTS_SCHEMA)
+
+
+@dataclass(frozen=True)
 class IngestResult:
+    """One file's ingest. `rows` holds the accepted rows compactly (sorted by arrival, with their
+    line number, only the columns the format has), so a 27M-row file fits in memory;
+    `requests` is the canonical frame built from it (`requests_batches` slice by slice)."""
     file: Path
     format: str
     sha256: str
     rows_read: int
-    requests: pl.DataFrame   # REQUESTS_SCHEMA
+    rows: pl.DataFrame       # accepted, compact
     rejected: pl.DataFrame   # REJECTED_SCHEMA
+    counts: dict = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    prefix_block_tokens: int | None = None   # tokens per prefix_hashes block (Mooncake: 512)
 
     def __post_init__(self) -> None:
-        if self.rows_read != self.requests.height + self.rejected.height:
+        if self.rows_read != self.rows.height + self.rejected.height:
             raise AssertionError(
-                f"{self.file}: read {self.rows_read} rows but accepted {self.requests.height}"
+                f"{self.file}: read {self.rows_read} rows but accepted {self.rows.height}"
                 f" + rejected {self.rejected.height}"
             )
+
+    @property
+    def trace(self) -> str:
+        return trace_name(self.file)
+
+    @cached_property
+    def requests(self) -> pl.DataFrame:
+        """Accepted rows in the canonical REQUESTS_SCHEMA, sorted by arrival."""
+        return canonical(self.rows, self.trace)
+
+    def requests_batches(self, size: int = 2_000_000) -> Iterator[pl.DataFrame]:
+        for first in range(0, self.rows.height, size):
+            yield canonical(self.rows.slice(first, size), self.trace)
 
     def file_row(self) -> dict:
         """The `trace_files` row of this file."""
         return {
             "file": str(self.file),
-            "trace": trace_name(self.file),
+            "trace": self.trace,
             "format": self.format,
             "sha256": self.sha256,
             "rows_read": self.rows_read,
-            "rows_accepted": self.requests.height,
+            "rows_accepted": self.rows.height,
             "rows_rejected": self.rejected.height,
+            **{name: self.counts.get(name, 0) for name in COUNTS},
+            "prefix_block_tokens": self.prefix_block_tokens,
         }
 
 

@@ -1,0 +1,80 @@
+"""Per-file writes of ingest results into the warehouse: delete-then-insert, one transaction per
+file, so a re-run is idempotent and a file that fails to parse leaves every table as it was.
+
+Kept beside the assets (not in pipelines/warehouse.py) because only ingest writes tables row
+range by row range; the SQL is in sql/ingest_delete_*.sql.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipelines.formats.common import COUNTS, REJECTED_SCHEMA, REQUESTS_SCHEMA, IngestResult
+from pipelines.settings import SQL_DIR
+
+TRACE_FILES_SCHEMA = {
+    "file": pl.String, "trace": pl.String, "format": pl.String, "sha256": pl.String,
+    "rows_read": pl.Int64, "rows_accepted": pl.Int64, "rows_rejected": pl.Int64,
+    **dict.fromkeys(COUNTS, pl.Int64), "prefix_block_tokens": pl.Int64,
+}
+SCHEMAS = {"requests": REQUESTS_SCHEMA, "rejected_requests": REJECTED_SCHEMA, "trace_files": TRACE_FILES_SCHEMA}
+
+
+def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    return [row[0] for row in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+        [table]).fetchall()]
+
+
+def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    """Create the three ingest tables; a warehouse written by an older release (other columns)
+    has them replaced, empty, so every file is ingested again."""
+    stale = any(_columns(conn, t) not in ([], list(s)) for t, s in SCHEMAS.items())
+    for table, schema in SCHEMAS.items():
+        conn.register("_empty", pl.DataFrame(schema=schema).to_arrow())
+        try:
+            verb = "CREATE OR REPLACE TABLE" if stale else "CREATE TABLE IF NOT EXISTS"
+            conn.execute(f"{verb} {table} AS SELECT * FROM _empty")
+        finally:
+            conn.unregister("_empty")
+
+
+def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """file -> sha256 of every file in trace_files."""
+    return dict(conn.execute("SELECT file, sha256 FROM trace_files").fetchall())
+
+
+def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
+    for step, value in (("ingest_delete_requests", trace), ("ingest_delete_rejected", file),
+                        ("ingest_delete_file", file)):
+        conn.execute((SQL_DIR / f"{step}.sql").read_text(), [value])
+
+
+def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
+    conn.register("_incoming", frame.to_arrow())
+    try:
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
+    finally:
+        conn.unregister("_incoming")
+
+
+def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None) -> None:
+    """Swap one file's rows in all three tables, atomically."""
+    row = result.file_row()
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        _delete(conn, row["file"], old_trace or row["trace"])
+        _insert(conn, "requests", result.requests)
+        _insert(conn, "rejected_requests", result.rejected)
+        _insert(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
+    conn.execute("BEGIN TRANSACTION")
+    _delete(conn, file, trace)
+    conn.execute("COMMIT")

@@ -1,0 +1,46 @@
+"""Comma-separated logs: the header, and each data line split into named text fields.
+
+Lines are split on commas in Polars (no quoting: none of the public request-log CSVs quotes a
+field, and a quoted comma would show as a wrong field count, i.e. a rejected row with its text,
+never a shifted column). Columns are found by header name, case-insensitively, so column order
+does not matter (Azure 2025 puts NumImages second). Blank lines are skipped, not counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats.source import first_line, read_lines
+
+
+def header_and_rows(plain: Path, shown: Path, expected: str) -> tuple[list[str], pl.LazyFrame]:
+    """The header's column names (stripped, lower-case) and the non-blank data lines after it."""
+    number, header = first_line(plain, shown, expected)
+    rows = read_lines(plain).filter((pl.col("line") > number) & (pl.col("raw").str.strip_chars() != ""))
+    return [name.strip().lower() for name in header.split(",")], rows
+
+
+def split_fields(rows: pl.LazyFrame, header: list[str], wanted: dict[str, str]) -> pl.LazyFrame:
+    """Add one stripped text column per `wanted` header name (-> column name), and `bad` for a
+    line whose field count differs from the header's."""
+    n = len(header)
+    parts = pl.col("raw").str.split_exact(",", n - 1)
+    count = pl.col("raw").str.count_matches(",", literal=True) + 1
+    return rows.with_columns(_parts=parts, _count=count).with_columns(
+        **{column: pl.col("_parts").struct.field(f"field_{header.index(name)}").str.strip_chars()
+           for name, column in wanted.items()},
+        bad=pl.when(pl.col("_count") != n)
+        .then(pl.format("expected {} comma-separated fields, got {}", pl.lit(n), pl.col("_count"))),
+    ).drop("_parts", "_count")
+
+
+def whole(text: str) -> pl.Expr:
+    """A text column as Int64; null when not a whole number (or beyond Int64)."""
+    return pl.col(text).cast(pl.Int64, strict=False)
+
+
+def seconds(text: str) -> pl.Expr:
+    """A text column of seconds as float; null when not a number."""
+    return pl.col(text).cast(pl.Float64, strict=False)

@@ -1,0 +1,39 @@
+"""Which format a file is in, from its content (never its name): the first bytes and the first
+non-blank line (a CSV header, a JSON object's keys, or the opening of a JSON array)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.formats.common import TraceFormatError
+from pipelines.formats.source import PARQUET_MAGIC, head_text
+
+EXPECTED = ("a request log in one of the known formats (Azure LLM, BurstGPT, Mooncake, Vidur, LLMPerf, "
+            "AIBrix, OpenAI usage), or pass format= with a column mapping")
+
+
+def detect(plain: Path, shown: Path) -> str:
+    """The format name of a plain (decompressed) file; TraceFormatError naming it if unknown."""
+    with plain.open("rb") as handle:
+        if handle.read(4) == PARQUET_MAGIC:
+            return "parquet"
+    head = head_text(plain, shown, EXPECTED)
+    first = next((line.strip() for line in head.splitlines() if line.strip()), "")
+    if first.startswith("["):
+        if '"number_input_tokens"' in head:
+            return "llmperf"
+    elif first.startswith("{"):
+        for key, name in (('"hash_ids"', "mooncake"), ('"input_length"', "mooncake"),
+                          ('"usage"', "openai-usage"), ('"output_tokens"', "aibrix")):
+            if key in first:
+                return name
+    else:
+        header = {name.strip().lower() for name in first.split(",")}
+        if {"timestamp", "contexttokens", "generatedtokens"} <= header:
+            return "azure-llm"
+        if {"request tokens", "response tokens"} <= header:
+            return "burstgpt"
+        if "arrived_at" in header or "num_prefill_tokens" in header:
+            return "vidur"
+    raise TraceFormatError(f"{shown}: cannot tell the log format from its first line {first[:100]!r}; "
+                           f"expected {EXPECTED}")

@@ -1,0 +1,104 @@
+"""Any CSV, Parquet or JSONL log, with a user-given column mapping and time unit.
+
+    read_trace(path, format="csv" | "parquet" | "jsonl",
+               columns={"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out",
+                        # optional: "cached_tokens", "model", "tenant",
+                        #           "observed_ttft_s", "observed_e2e_s" (seconds)
+                        },
+               time_unit="s")
+
+time_unit is the arrival column's unit, never guessed: "s", "ms", "us", "ns" for a relative
+clock (give start_time= for wall-clock arrivals), "unix_s" / "unix_ms" for Unix epoch numbers,
+or "datetime" for date-time text (ISO-8601; no zone = UTC). JSONL mappings may use dotted paths
+("usage.prompt_tokens"). CSV lines are split on commas without quoting (csvlog.py); a Parquet
+row's `line` is its 1-based row number and its `raw` text the row as JSON.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.csvlog import header_and_rows, split_fields
+from pipelines.formats.jsonlog import object_rows
+from pipelines.formats.rows import Labels, finish
+from pipelines.formats.units import PER_SECOND, per_second
+
+REQUIRED = ("arrival", "prompt_tokens", "output_tokens")
+OPTIONAL = ("cached_tokens", "model", "tenant", "observed_ttft_s", "observed_e2e_s")
+TEXT = {"arrival": "arrival_text", "prompt_tokens": "prompt_text", "output_tokens": "output_text",
+        "cached_tokens": "cached_text", "model": "model", "tenant": "tenant",
+        "observed_ttft_s": "ttft_text", "observed_e2e_s": "e2e_text"}
+ABSOLUTE = ("unix_s", "unix_ms", "datetime")
+
+
+def check_mapping(columns: dict | None, time_unit: str | None, fmt: str) -> dict:
+    if not columns or any(key not in columns for key in REQUIRED):
+        raise ValueError(f"format={fmt!r} needs columns= mapping at least {list(REQUIRED)} to the "
+                         f"file's column names (optional: {list(OPTIONAL)})")
+    unknown = set(columns) - set(REQUIRED) - set(OPTIONAL)
+    if unknown:
+        raise ValueError(f"columns=: unknown key(s) {sorted(unknown)}; expected {list(REQUIRED + OPTIONAL)}")
+    if time_unit not in (*PER_SECOND, *ABSOLUTE):
+        raise ValueError(f"format={fmt!r} needs time_unit= one of {[*PER_SECOND, *ABSOLUTE]} "
+                         f"for the arrival column (got {time_unit!r})")
+    return columns
+
+
+def _arrival(time_unit: str) -> pl.Expr:
+    value = pl.col("arrival_text")
+    if time_unit == "datetime":
+        return (value.str.strip_suffix("Z").str.to_datetime(strict=False, time_unit="us")
+                .dt.replace_time_zone("UTC"))
+    if time_unit in ("unix_s", "unix_ms"):
+        us = (value.cast(pl.Float64, strict=False) * (1e6 if time_unit == "unix_s" else 1e3)).round()
+        return pl.when(us.abs() < 2**62).then(us).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
+    return value.cast(pl.Float64, strict=False) / per_second(time_unit)
+
+
+def _typed(frame: pl.DataFrame, columns: dict, time_unit: str) -> pl.DataFrame:
+    numbers = {"prompt_tokens": pl.Int64, "output_tokens": pl.Int64, "cached_tokens": pl.Int64,
+               "observed_ttft_s": pl.Float64, "observed_e2e_s": pl.Float64}
+    return frame.with_columns(
+        arrival=_arrival(time_unit),
+        **{name: pl.col(TEXT[name]).cast(dtype, strict=False) for name, dtype in numbers.items() if name in columns},
+    )
+
+
+def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str, columns=None,
+         time_unit=None, start_time=None) -> IngestResult:
+    columns = check_mapping(columns, time_unit, fmt)
+    expected = f"a {fmt} file with the mapped columns {sorted(set(columns.values()))}"
+    if fmt == "csv":
+        header, rows = header_and_rows(plain, shown, expected)
+        missing = sorted({c.lower() for c in columns.values()} - set(header))
+        if missing:
+            raise TraceFormatError(f"{shown}: no column(s) {missing} in header {','.join(header)!r}; expected {expected}")
+        frame = split_fields(rows, header, {src.lower(): TEXT[key] for key, src in columns.items()})
+    elif fmt == "jsonl":
+        frame = object_rows(plain, shown, expected).with_columns(
+            **{TEXT[key]: pl.col("raw").str.json_path_match(f"$.{src}") for key, src in columns.items()})
+    else:
+        try:
+            table = pl.read_parquet(plain)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise TraceFormatError(f"{shown}: not a readable Parquet file ({str(exc).splitlines()[0][:120]}); "
+                                   f"expected {expected}") from None
+        missing = sorted(set(columns.values()) - set(table.columns))
+        if missing:
+            raise TraceFormatError(f"{shown}: no column(s) {missing}; expected {expected}")
+        frame = table.select(
+            line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
+            raw=pl.struct(pl.all()).struct.json_encode(),
+            bad=pl.lit(None, pl.String),
+            **{TEXT[key]: pl.col(src).cast(pl.String) for key, src in columns.items()},
+        ).lazy()
+    for name in ("arrival_text", "prompt_text", "output_text"):
+        frame = frame.with_columns(pl.col(name).fill_null("missing"))
+    labels = Labels(columns["arrival"], columns["prompt_tokens"], columns["output_tokens"],
+                    cached=columns.get("cached_tokens", "cached tokens"),
+                    clock="a date-time" if time_unit in ABSOLUTE else f"a number of {time_unit}")
+    return finish(_typed(frame, columns, time_unit), path=shown, fmt=fmt, sha256=sha256, labels=labels,
+                  policies=policies, start_time=start_time)

@@ -1,0 +1,38 @@
+"""JSON Lines logs: one object per line, fields picked out by JSON path in Polars.
+
+A line that is not a JSON object is a rejected row ("not a JSON object"), not a failed file:
+JSONL files are appended to by running services and a torn last line is common. Blank lines are
+skipped, not counted. A field's text is kept for the reason when it is not a usable number.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats.common import TraceFormatError
+from pipelines.formats.source import first_line, read_lines
+
+
+def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
+    """The non-blank lines, with `bad` set where a line is not one JSON object. A file whose
+    first line is not a JSON object is not a JSONL log at all."""
+    _, first = first_line(plain, shown, expected)
+    if not first.strip().startswith("{") or pl.Series([first]).str.json_path_match("$")[0] is None:
+        raise TraceFormatError(f"{shown}: the first line {first[:80]!r} is not a JSON object; expected {expected}")
+    whole = pl.col("raw").str.json_path_match("$")
+    return read_lines(plain).filter(pl.col("raw").str.strip_chars() != "").with_columns(
+        bad=pl.when(whole.is_null() | ~pl.col("raw").str.strip_chars().str.starts_with("{"))
+        .then(pl.lit("not a JSON object (a torn or corrupt line)")),
+    )
+
+
+def text(path: str) -> pl.Expr:
+    """The JSON value at `path` ("a.b.c") as text; 'missing' when absent or null."""
+    return pl.col("raw").str.json_path_match(f"$.{path}").fill_null("missing")
+
+
+def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
+    """The JSON value at `path` as a number; null when absent, null or not a number."""
+    return pl.col("raw").str.json_path_match(f"$.{path}").cast(dtype, strict=False)

@@ -1,0 +1,68 @@
+"""LLMPerf per-request results: a JSON **array** of objects (`individual/*.json`) with
+number_input_tokens, number_output_tokens, ttft_s, end_to_end_latency_s, error_code, error_msg.
+
+The results carry **no per-request timestamp**. LLMPerf runs `concurrency` clients in a closed
+loop (each sends its next request when the previous one finishes), so arrivals are
+reconstructed that way: request i goes to client i mod concurrency, and arrives when that
+client's previous request ended (the sum of its earlier end-to-end latencies). Pass
+`concurrency=` as the run's `--num-concurrent-requests` (default 1: one request at a time).
+A row is element number `line` of the array (1-based); `raw` is the element as JSON.
+
+Failed requests are rows with an `error_code`: rate-limited ones (429, -1) have all latencies 0
+and never ran (always rejected); Bedrock's -100 "Output too few tokens" ran with real latencies
+and follows the `failed` policy. ttft_s / end_to_end_latency_s -> observed_ttft_s / observed_e2e_s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.rows import Labels, finish
+
+FORMAT = "llmperf"
+EXPECTED = ("an LLMPerf per-request JSON array (objects with number_input_tokens, "
+            "number_output_tokens, end_to_end_latency_s)")
+LABELS = Labels("end_to_end_latency_s", "number_input_tokens", "number_output_tokens",
+                clock="a latency to rebuild the arrival from")
+NEEDED = ("number_input_tokens", "number_output_tokens", "end_to_end_latency_s")
+
+
+def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency: int = 1,
+         start_time=None) -> IngestResult:
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f"{shown}: concurrency={concurrency!r}: expected a whole number of clients >= 1")
+    try:
+        frame = pl.read_json(plain, infer_schema_length=None)
+    except (pl.exceptions.PolarsError, ValueError) as exc:
+        raise TraceFormatError(f"{shown}: not a JSON array of objects ({str(exc).splitlines()[0][:120]}); "
+                               f"expected {EXPECTED}") from None
+    missing = [name for name in NEEDED if name not in frame.columns]
+    if missing:
+        raise TraceFormatError(f"{shown}: no field(s) {missing}; expected {EXPECTED}")
+    optional = {"ttft_s": pl.Float64, "error_code": pl.Int64, "error_msg": pl.String}
+    frame = frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in optional.items()
+                               if name not in frame.columns)
+    e2e = pl.col("end_to_end_latency_s").cast(pl.Float64, strict=False)
+    client = pl.int_range(pl.len()) % concurrency
+    parsed = frame.select(
+        line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
+        raw=pl.struct(pl.all()).struct.json_encode(),
+        arrival=(e2e.fill_null(0.0).cum_sum() - e2e.fill_null(0.0)).over(client),
+        arrival_text=pl.col("end_to_end_latency_s").cast(pl.String),
+        prompt_tokens=pl.col("number_input_tokens").cast(pl.Int64, strict=False),
+        prompt_text=pl.col("number_input_tokens").cast(pl.String),
+        output_tokens=pl.col("number_output_tokens").cast(pl.Int64, strict=False),
+        output_text=pl.col("number_output_tokens").cast(pl.String),
+        observed_ttft_s=pl.col("ttft_s").cast(pl.Float64, strict=False),
+        observed_e2e_s=e2e,
+        failed=pl.col("error_code").is_not_null(),
+        ran=e2e > 0,
+        failure=pl.concat_str(pl.lit("error_code "), pl.col("error_code").cast(pl.String),
+                              pl.lit(": ") + pl.col("error_msg").cast(pl.String).str.slice(0, 80),
+                              ignore_nulls=True),
+    ).lazy()
+    return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS, policies=policies,
+                  start_time=start_time)

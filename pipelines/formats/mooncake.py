@@ -1,0 +1,40 @@
+"""Mooncake (Kimi) FAST'25 JSONL: {"timestamp", "input_length", "output_length", "hash_ids"}.
+
+`timestamp` is relative **milliseconds** (integer); `hash_ids` are remapped prefix-cache block
+hashes, `block_tokens` (default 512, Mooncake's block size) tokens per block. The hashes go to
+`prefix_hashes` and the block size to `trace_files.prefix_block_tokens`. Other releases use the
+same field names with other units (Bailian: float seconds, 16-token blocks): pass
+`time_unit="s"` and `block_tokens=16` for those; units are never guessed from names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats.common import IngestResult, Policies
+from pipelines.formats.jsonlog import number, object_rows, text
+from pipelines.formats.rows import Labels, finish
+from pipelines.formats.units import per_second
+
+FORMAT = "mooncake"
+EXPECTED = 'a Mooncake JSONL trace (objects with "timestamp", "input_length", "output_length", "hash_ids")'
+
+
+def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=None,
+         time_unit: str = "ms", block_tokens: int = 512) -> IngestResult:
+    rows = object_rows(plain, shown, EXPECTED)
+    hashes = pl.col("raw").str.json_path_match("$.hash_ids")
+    parsed = rows.with_columns(
+        arrival=number("timestamp") / per_second(time_unit), arrival_text=text("timestamp"),
+        prompt_tokens=number("input_length", pl.Int64), prompt_text=text("input_length"),
+        output_tokens=number("output_length", pl.Int64), output_text=text("output_length"),
+        prefix_hashes=hashes.str.json_decode(pl.List(pl.Int64)),
+    ).with_columns(
+        bad=pl.coalesce(pl.col("bad"), pl.when(hashes.is_not_null() & pl.col("prefix_hashes").is_null())
+                        .then(pl.format("hash_ids is not a list of integers: '{}'", hashes))),
+    )
+    labels = Labels("timestamp", "input_length", "output_length", clock=f"a number of {time_unit}")
+    return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=labels, policies=policies,
+                  start_time=start_time, prefix_block_tokens=block_tokens)

@@ -1,0 +1,167 @@
+"""From parsed rows to an `IngestResult`: the checks every format shares, the policies, the
+arrival order, and the two passes that keep a 27-million-row file within a few GB.
+
+A reader hands in a LazyFrame (usually a scan of the file) with one row per data line: `line`,
+`raw`, `bad` (a format-specific reason or null), `arrival` (UTC datetime for absolute clocks,
+float seconds for relative ones) with `arrival_text`, `prompt_tokens`/`output_tokens` (Int64,
+null when not a whole number) with their `*_text`, and optionally `cached_tokens` (+
+`cached_text`), `prefix_hashes`, `model`, `tenant`, `observed_ttft_s`, `observed_e2e_s`,
+`failed` (the log marks the request failed), `failure` (what the log says) and `ran` (it has
+real latencies). Labels name the fields as the file does ("ContextTokens is -3").
+
+Pass 1 (streaming) keeps, per line, only the typed columns, an `ok` flag (cheap boolean
+checks, no text) and a 64-bit hash of the raw line. Pass 2 re-reads only the lines that failed
+a check or whose hash repeats, to write each rejected row's raw text and reason and to confirm
+exact duplicates on the text itself (a hash collision can never reject a row).
+
+arrival_s = arrival - first accepted arrival (seconds); relative clocks get
+arrival_ts = start_time + arrival_s when the user gives `start_time` (the wall-clock time of the
+first request), else null. Units are fixed per format (or given by the user), never guessed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats.common import (
+    MAX_SANE_LATENCY_S,
+    MAX_SANE_TOKENS,
+    OPTIONAL_COLUMNS,
+    REJECTED_SCHEMA,
+    IngestResult,
+    Policies,
+)
+
+
+@dataclass(frozen=True)
+class Labels:
+    """How the file names the arrival, prompt, output and cached fields (for reasons)."""
+    arrival: str
+    prompt: str
+    output: str
+    cached: str = "cached tokens"
+    clock: str = "a date-time"   # what the arrival should be, e.g. "a number of seconds"
+
+
+def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
+    """(condition, reason) pairs in order; a row is rejected with the first true condition's reason."""
+    arrival, prompt, output = pl.col("arrival"), pl.col("prompt_tokens"), pl.col("output_tokens")
+    arrival_bad = arrival.is_null()
+    if relative:
+        arrival_bad = arrival_bad | arrival.is_nan() | arrival.is_infinite() | (arrival < 0)
+    checks = [
+        (pl.col("bad").is_not_null(), pl.col("bad")),
+        (arrival_bad, pl.format("{} is not {}: '{}'", pl.lit(labels.arrival), pl.lit(labels.clock),
+                                pl.col("arrival_text"))),
+    ]
+    if "failed" in columns:
+        checks.append((pl.col("failed") & ~pl.col("ran"),
+                       pl.format("the request failed ({}) and never ran: nothing to replay", pl.col("failure"))))
+        if policies.failed == "reject":
+            checks.append((pl.col("failed"), pl.format("the request failed ({}); option failed='reject'",
+                                                       pl.col("failure"))))
+    not_whole = "{} is not a whole number in range: '{}'"
+    checks += [
+        (prompt.is_null(), pl.format(not_whole, pl.lit(labels.prompt), pl.col("prompt_text"))),
+        (prompt < 1, pl.format("{} is {}: a request needs at least one prompt token", pl.lit(labels.prompt), prompt)),
+        (prompt > MAX_SANE_TOKENS, pl.format("{} is {}: beyond {} tokens", pl.lit(labels.prompt), prompt,
+                                             pl.lit(MAX_SANE_TOKENS))),
+        (output.is_null(), pl.format(not_whole, pl.lit(labels.output), pl.col("output_text"))),
+        (output < 0, pl.format("{} is {}: a token count cannot be negative", pl.lit(labels.output), output)),
+        (output > MAX_SANE_TOKENS, pl.format("{} is {}: beyond {} tokens", pl.lit(labels.output), output,
+                                             pl.lit(MAX_SANE_TOKENS))),
+    ]
+    if policies.zero_output == "reject":
+        checks.append((output == 0, pl.format("{} is 0: no answer to replay (option zero_output='one' replays "
+                                              "it as a one-token answer)", pl.lit(labels.output))))
+    if "cached_tokens" in columns:
+        cached = pl.col("cached_tokens")
+        checks += [
+            (cached.is_null(), pl.format(not_whole, pl.lit(labels.cached), pl.col("cached_text"))),
+            (cached < 0, pl.format("{} is {}: cannot be negative", pl.lit(labels.cached), cached)),
+            (cached >= prompt, pl.format("{} is {}: must be fewer than the {} prompt tokens", pl.lit(labels.cached),
+                                         cached, prompt)),
+        ]
+    for name in ("observed_ttft_s", "observed_e2e_s"):
+        if name in columns:
+            v = pl.col(name)
+            checks.append((v.is_not_null() & (v.is_nan() | v.is_infinite() | (v < 0) | (v > MAX_SANE_LATENCY_S)),
+                           pl.format("{} is {}: not a latency in seconds (0 to {})", pl.lit(name), v,
+                                     pl.lit(int(MAX_SANE_LATENCY_S)))))
+    return checks
+
+
+def _defaults(frame: pl.LazyFrame) -> pl.LazyFrame:
+    names = frame.collect_schema().names()
+    extra = {"bad": pl.lit(None, pl.String)}
+    if "failed" in names:
+        extra |= {"ran": pl.lit(True), "failure": pl.lit(None, pl.String)}
+    frame = frame.with_columns(**{k: v for k, v in extra.items() if k not in names})
+    if "failed" in names:
+        frame = frame.with_columns(pl.col("failed").fill_null(False), pl.col("ran").fill_null(True))
+    return frame
+
+
+def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: Labels,
+           policies: Policies, start_time: dt.datetime | None = None,
+           prefix_block_tokens: int | None = None) -> IngestResult:
+    """Check, apply the policies, split accepted/rejected, and return rows sorted by arrival."""
+    frame = _defaults(frame)
+    columns = set(frame.collect_schema().names())
+    relative = frame.collect_schema()["arrival"].is_numeric()
+    if not relative and start_time is not None:
+        raise ValueError(f"{path}: start_time is only for relative clocks; this file's "
+                         f"{labels.arrival} is already a date-time")
+    checks = _checks(labels, policies, relative, columns)
+    failing = pl.any_horizontal([condition.fill_null(False) for condition, _ in checks])
+    kept = ["line", "arrival", "prompt_tokens", "output_tokens",
+            *[c for c in OPTIONAL_COLUMNS if c in columns], *(["failed"] if "failed" in columns else [])]
+
+    # Pass 1: typed columns, the check result and the line hash; no text survives.
+    typed = frame.select(*kept, ok=~failing, raw_hash=pl.col("raw").hash(seed=0)).collect(engine="streaming")
+    repeated_hash = typed["raw_hash"].is_duplicated()
+    suspects = typed.filter(~pl.col("ok") | repeated_hash).select("line", "raw_hash", "ok")
+
+    # Pass 2: the text of the suspect lines only: reasons, raw text and exact duplicates.
+    reason = pl.coalesce([pl.when(condition.fill_null(False)).then(message) for condition, message in checks])
+    texts = frame.join(suspects.lazy(), on="line", how="semi").select(
+        "line", "raw", reason=reason).collect(engine="streaming").sort("line")
+    texts = texts.with_columns(duplicate=~pl.col("raw").is_first_distinct())
+    duplicate_lines = texts.filter("duplicate")["line"]
+    if policies.duplicates == "reject":
+        texts = texts.with_columns(reason=pl.coalesce(
+            "reason", pl.when("duplicate").then(pl.lit("exact duplicate of an earlier line; option duplicates='reject'"))))
+    rejected = texts.filter(pl.col("reason").is_not_null()).select(
+        source_file=pl.lit(str(path)), line="line", raw="raw", reason="reason").cast(REJECTED_SCHEMA)
+
+    counts = {
+        "exact_duplicates": duplicate_lines.len(),
+        "zero_output_rows": int((typed["output_tokens"] == 0).sum()),
+        "failed_rows": int(typed["failed"].sum()) if "failed" in columns else 0,
+    }
+    accepted = typed.filter(pl.col("ok") & ~pl.col("line").is_in(rejected["line"].implode()))
+    del typed
+    accepted = accepted.drop("ok", "raw_hash", "failed", strict=False).sort("arrival", "line")
+    rows = _timed(accepted, relative, start_time).with_columns(
+        output_tokens=pl.when(pl.col("output_tokens") == 0).then(1).otherwise(pl.col("output_tokens")))
+    return IngestResult(path, fmt, sha256, rows.height + rejected.height, rows, rejected, counts,
+                        prefix_block_tokens)
+
+
+def _timed(accepted: pl.DataFrame, relative: bool, start_time: dt.datetime | None) -> pl.DataFrame:
+    """`arrival` -> arrival_ts (UTC, or null for a relative clock without start_time) and arrival_s."""
+    first = pl.col("arrival").first()
+    if not relative:
+        return accepted.with_columns(
+            arrival_s=(pl.col("arrival") - first).dt.total_microseconds() / 1e6).rename({"arrival": "arrival_ts"})
+    arrival_s = pl.col("arrival") - first
+    if start_time is None:
+        return accepted.with_columns(arrival_s=arrival_s).drop("arrival")
+    start = start_time.astimezone(dt.timezone.utc) if start_time.tzinfo else start_time.replace(tzinfo=dt.timezone.utc)
+    return accepted.with_columns(arrival_s=arrival_s).drop("arrival").with_columns(
+        arrival_ts=pl.lit(start).cast(pl.Datetime("us", "UTC"))
+        + pl.duration(microseconds=(pl.col("arrival_s") * 1e6).round().cast(pl.Int64)))

@@ -1,0 +1,104 @@
+"""Opening a trace file: decompression, refusing files that are not text, and reading lines.
+
+Compression is recognised by content (magic bytes), not by the file name: gzip (`1f 8b`) is
+streamed through Python's gzip module and zstd (`28 b5 2f fd`) through `zstandard` into a
+temporary file, so the readers below always scan a plain file. A truncated or corrupt stream is
+a `TraceFormatError` naming the file.
+
+`read_lines` reads the whole file as one text column with Polars' CSV scanner (multi-threaded,
+no per-row Python): no quoting, NUL as the field separator (a text log has none; a file with a
+NUL in its first 64 KiB is refused as binary), a leading UTF-8 BOM dropped, LF or CRLF endings,
+and blank lines kept as nulls so that `line` is always the 1-based line number in the file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import shutil
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import zstandard
+
+from pipelines.formats.common import TraceFormatError
+
+GZIP_MAGIC = b"\x1f\x8b"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+PARQUET_MAGIC = b"PAR1"
+HEAD_BYTES = 1 << 16
+
+
+def compression_of(path: Path) -> str | None:
+    with path.open("rb") as handle:
+        magic = handle.read(4)
+    if magic.startswith(GZIP_MAGIC):
+        return "gzip"
+    if magic == ZSTD_MAGIC:
+        return "zstd"
+    return None
+
+
+@contextlib.contextmanager
+def plain_file(path: Path) -> Iterator[Path]:
+    """`path` itself, or a decompressed temporary copy of it (removed afterwards)."""
+    if not path.is_file():
+        raise TraceFormatError(f"{path}: no such file")
+    kind = compression_of(path)
+    if kind is None:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="fleetspend-") as tmp:
+        target = Path(tmp) / "plain"
+        try:
+            with path.open("rb") as raw, target.open("wb") as out:
+                if kind == "gzip":
+                    with gzip.GzipFile(fileobj=raw) as stream:
+                        shutil.copyfileobj(stream, out, 1 << 20)
+                else:
+                    with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as stream:
+                        shutil.copyfileobj(stream, out, 1 << 20)
+        except (EOFError, OSError, zlib.error, zstandard.ZstdError) as exc:
+            raise TraceFormatError(f"{path}: the {kind} stream is truncated or corrupt ({exc}); "
+                                   f"expected a complete {kind}-compressed trace file") from None
+        if kind == "zstd" and target.stat().st_size == 0 and path.stat().st_size > 4:
+            # zstandard's reader stops quietly at a cut-off frame; a real frame always yields data.
+            raise TraceFormatError(f"{path}: the zstd stream is truncated or corrupt; "
+                                   f"expected a complete zstd-compressed trace file")
+        yield target
+
+
+def head_text(path: Path, shown: Path, expected: str) -> str:
+    """The first 64 KiB of a plain file as text; refuses empty, binary and non-UTF-8 files."""
+    with path.open("rb") as handle:
+        head = handle.read(HEAD_BYTES)
+    if not head.strip(b"\xef\xbb\xbf \t\r\n"):
+        raise TraceFormatError(f"{shown}: the file is empty; expected {expected}")
+    if b"\x00" in head:
+        raise TraceFormatError(f"{shown}: binary data, not a text log; expected {expected}")
+    try:
+        return head.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        if len(head) == HEAD_BYTES and exc.start >= HEAD_BYTES - 3:
+            return head[:exc.start].decode("utf-8-sig")  # a character cut at the 64 KiB edge
+        raise TraceFormatError(f"{shown}: not UTF-8 text (byte {exc.start}); expected {expected}") from None
+
+
+def first_line(plain: Path, shown: Path, expected: str) -> tuple[int, str]:
+    """The 1-based number and text of the first non-blank line (a header, or a first record)."""
+    for number, text in enumerate(head_text(plain, shown, expected).split("\n"), start=1):
+        if text.strip():
+            return number, text.removesuffix("\r")
+    raise TraceFormatError(f"{shown}: no line in the first 64 KiB; expected {expected}")
+
+
+def read_lines(path: Path) -> pl.LazyFrame:
+    """Every line of a plain text file, lazily: `line` (1-based), `raw` (null for a blank line).
+    A file that is not UTF-8 fails when collected (read_trace names it)."""
+    return pl.scan_csv(
+        path, has_header=False, separator="\x00", quote_char=None, schema={"raw": pl.String},
+        row_index_name="line", row_index_offset=1, truncate_ragged_lines=True,
+    ).with_columns(pl.col("line").cast(pl.Int64))
