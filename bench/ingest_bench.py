@@ -6,7 +6,8 @@ repository): arrivals spread uniformly at random over the trace's week, 2024 tim
 fractional digits + `+00:00`, and no fraction on a whole second, as in the real file), and
 (ContextTokens, GeneratedTokens) pairs drawn with replacement from the real 2023 conversation
 sample, so token values follow the 2023 distributions. Then it times `read_trace` on it (parse,
-validate, sort, canonical columns) and reports wall time and peak resident memory.
+validate, sort) and the write of its canonical rows into a fresh DuckDB warehouse (what the
+ingest asset does), and reports wall times and peak resident memory (ru_maxrss).
 
     .venv/bin/python bench/ingest_bench.py [--rows 27303999] [--keep]
 """
@@ -18,6 +19,7 @@ import resource
 import time
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 
@@ -62,6 +64,7 @@ def main() -> None:
         generate(args.path, args.rows)
         print(f"generated {args.rows:,} rows ({args.path.stat().st_size / 1e9:.2f} GB) "
               f"in {time.perf_counter() - t0:.1f} s: {args.path}")
+    from pipelines.defs.ingest.store import ensure_tables, replace_file
     from pipelines.formats import read_trace
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -71,7 +74,19 @@ def main() -> None:
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     print(f"read_trace: {result.rows_read:,} rows read, {result.requests.height:,} accepted, "
           f"{result.rejected.height:,} rejected, format {result.format}")
-    print(f"wall {elapsed:.1f} s, peak RSS {peak_gb:.2f} GB (before ingest {base / 1e6:.2f} GB)")
+    print(f"read_trace: wall {elapsed:.1f} s, peak RSS {peak_gb:.2f} GB (before {base / 1e6:.2f} GB)")
+    warehouse = args.path.with_suffix(".duckdb")
+    warehouse.unlink(missing_ok=True)
+    t1 = time.perf_counter()
+    with duckdb.connect(str(warehouse)) as conn:
+        ensure_tables(conn)
+        replace_file(conn, result, None)
+        landed = conn.execute("SELECT count(*) FROM requests").fetchall()[0][0]
+    written = time.perf_counter() - t1
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"warehouse write: {landed:,} rows in {written:.1f} s; read + write {elapsed + written:.1f} s, "
+          f"peak RSS {peak_gb:.2f} GB")
+    warehouse.unlink()
     if not args.keep:
         args.path.unlink()
 

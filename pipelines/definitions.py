@@ -14,6 +14,7 @@ from pipelines import settings
 from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
+from pipelines.defs.ingest import sensors as ingest_sensors
 from pipelines.defs.reference import assets as reference_assets
 from pipelines.defs.replay import assets as replay_assets
 from pipelines.defs.replay import checks as replay_checks
@@ -34,6 +35,8 @@ def build_defs(warehouse: Path) -> dg.Definitions:
         assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets,
                                                 what_if_assets, calibration_assets]),
         asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks, report_checks]),
+        jobs=[ingest_sensors.ingest_job],
+        sensors=[ingest_sensors.trace_inbox_sensor],
         resources={"duckdb": DuckDBResource(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
         executor=dg.in_process_executor,
     )

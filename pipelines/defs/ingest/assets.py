@@ -1,16 +1,32 @@
-"""Ingest: every trace file in the trace folder -> requests, rejected_requests, trace_files."""
+"""Ingest: the trace folder -> requests, rejected_requests, trace_files, one file at a time.
+
+Incremental and idempotent, keyed by content: a file whose sha256 is already in trace_files is
+skipped; a new or changed file has its rows swapped in (one transaction per file); a file that
+left the folder has its rows removed, so the warehouse mirrors the folder. A file that is not a
+trace fails alone: its error is logged and listed in the metadata, nothing of it is written,
+and it is tried again on the next run.
+"""
 
 import dagster as dg
-import polars as pl
 from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
-from pipelines.defs.metadata import table_metadata
-from pipelines.formats import TraceFormatError, read_azure_csv
-from pipelines.formats.common import REJECTED_SCHEMA, REQUESTS_SCHEMA
-from pipelines.warehouse import write_table
+from pipelines.defs.ingest.store import ensure_tables, forget_file, ingested, replace_file
+from pipelines.formats import TraceFormatError, read_trace
+from pipelines.formats.common import sha256_of, trace_name
+from pipelines.reports.text import markdown_table
+from pipelines.warehouse import row_count
 
 INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
+TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+
+
+def trace_files(folder) -> list:
+    """The log files of a folder: known suffixes, optionally .gz/.zst; not hidden, not READMEs."""
+    def is_trace(path) -> bool:
+        name = path.name.lower().removesuffix(".gz").removesuffix(".zst")
+        return path.is_file() and not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+    return sorted(p for p in folder.iterdir() if is_trace(p)) if folder.is_dir() else []
 
 
 @dg.multi_asset(
@@ -20,34 +36,58 @@ INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
         dg.AssetSpec("rejected_requests", group_name="ingest",
                      description="Rows that could not be used: file, line, raw text, reason"),
         dg.AssetSpec("trace_files", group_name="ingest",
-                     description="One row per file: format, sha256, rows read / accepted / rejected"),
+                     description="One row per file: format, sha256, rows read / accepted / rejected, "
+                                 "policy counts"),
     ],
 )
 def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
-    """Read every *.csv in FLEETSPEND_TRACE_DIR (default data/samples) as an Azure LLM trace."""
+    """Ingest every new or changed log file in FLEETSPEND_TRACE_DIR (default data/samples)."""
     folder = settings.trace_dir()
-    files = sorted(folder.glob("*.csv"))
+    files = trace_files(folder)
     if not files:
-        raise dg.Failure(f"no trace files (*.csv) in {folder}; set FLEETSPEND_TRACE_DIR to your logs")
-    results = []
-    for file in files:
-        try:
-            results.append(read_azure_csv(file))
-        except TraceFormatError as exc:
-            raise dg.Failure(str(exc)) from None
-        context.log.info(f"{file.name}: {results[-1].rows_read} rows read, "
-                         f"{results[-1].rejected.height} rejected")
-    names = [r.requests["trace"][0] for r in results if r.requests.height]
-    clashes = sorted({n for n in names if names.count(n) > 1})
-    if clashes:
-        raise dg.Failure(f"{folder}: several files would make trace(s) {clashes}; rename them so "
-                         f"each file has its own name")
-    frames = {
-        "requests": pl.concat([r.requests for r in results]) if results else pl.DataFrame(schema=REQUESTS_SCHEMA),
-        "rejected_requests": pl.concat([r.rejected for r in results]) if results else pl.DataFrame(schema=REJECTED_SCHEMA),
-        "trace_files": pl.DataFrame([r.file_row() for r in results]),
-    }
+        raise dg.Failure(f"no trace files (*.csv, *.jsonl, *.json, *.parquet, optionally .gz/.zst) in {folder}; "
+                         f"set FLEETSPEND_TRACE_DIR to your logs")
+    added, failed = [], {}
     with duckdb.get_connection() as conn:
+        ensure_tables(conn)
+        known = ingested(conn)
+        traces = dict(conn.execute("SELECT file, trace FROM trace_files").fetchall())
+        for gone in sorted(set(known) - {str(f) for f in files}):
+            forget_file(conn, gone, traces[gone])
+            context.log.info(f"{gone}: no longer in {folder}; its rows were removed")
+        claimed = {traces[f]: f for f in traces if f in {str(p) for p in files}}
+        for file in files:
+            if known.get(str(file)) == sha256_of(file):
+                continue
+            owner = claimed.get(trace_name(file))
+            if owner not in (None, str(file)):
+                failed[file.name] = f"{file}: its trace name {trace_name(file)!r} is taken by {owner}; rename one"
+                continue
+            try:
+                result = read_trace(file)
+            except (TraceFormatError, ValueError) as exc:
+                failed[file.name] = str(exc)
+                continue
+            replace_file(conn, result, traces.get(str(file)))
+            claimed[result.trace] = str(file)
+            added.append(result.file_row())
+            context.log.info(f"{file.name}: {result.format}, {result.rows_read} rows read, "
+                             f"{result.rows.height} accepted, {result.rejected.height} rejected")
+        for message in failed.values():
+            context.log.error(message)
         for table in INGEST_TABLES:
-            write_table(conn, table, frames[table])
-            yield dg.MaterializeResult(asset_key=table, metadata=table_metadata(conn, table))
+            yield dg.MaterializeResult(asset_key=table, metadata=_metadata(conn, table, added, failed))
+
+
+def _metadata(conn, table: str, added: list[dict], failed: dict) -> dict:
+    preview = conn.sql(f"SELECT * EXCLUDE (prefix_hashes) FROM {table} LIMIT 10" if table == "requests"
+                       else f"SELECT * FROM {table} LIMIT 10").pl()
+    metadata = {
+        "table": dg.MetadataValue.text(table),
+        "dagster/row_count": dg.MetadataValue.int(row_count(conn, table)),
+        "preview": dg.MetadataValue.md(markdown_table(preview, {c: c for c in preview.columns[:12]})),
+    }
+    if table == "trace_files":
+        metadata["files_ingested_this_run"] = dg.MetadataValue.int(len(added))
+        metadata["files_failed"] = dg.MetadataValue.json(failed)
+    return metadata

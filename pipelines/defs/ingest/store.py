@@ -65,7 +65,8 @@ def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trac
     conn.execute("BEGIN TRANSACTION")
     try:
         _delete(conn, row["file"], old_trace or row["trace"])
-        _insert(conn, "requests", result.requests)
+        for batch in result.requests_batches():
+            _insert(conn, "requests", batch)
         _insert(conn, "rejected_requests", result.rejected)
         _insert(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
         conn.execute("COMMIT")

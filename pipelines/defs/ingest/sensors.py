@@ -1,0 +1,37 @@
+"""The trace inbox: a sensor on the trace folder (FLEETSPEND_TRACE_DIR) that asks for an ingest
+run (and everything downstream of it) when a log file appears or changes.
+
+The cursor is the folder's listing as {path: "size:mtime_ns"}: cheap to take every 60 s even
+for GB-sized logs (content hashes are taken by the run itself, which skips files it already
+holds, so a touched but unchanged file costs one hash and no rows).
+"""
+
+import hashlib
+import json
+
+import dagster as dg
+
+from pipelines import settings
+from pipelines.defs.ingest.assets import INGEST_TABLES, trace_files
+
+ingest_job = dg.define_asset_job(
+    "ingest_new_traces",
+    selection=dg.AssetSelection.assets(*INGEST_TABLES).downstream(),
+    description="Ingest new or changed trace files, then replay and report",
+)
+
+
+@dg.sensor(job=ingest_job, minimum_interval_seconds=60)
+def trace_inbox_sensor(context: dg.SensorEvaluationContext):
+    folder = settings.trace_dir()
+    seen = json.loads(context.cursor) if context.cursor else {}
+    listing = {}
+    for path in trace_files(folder):
+        stat = path.stat()
+        listing[str(path)] = f"{stat.st_size}:{stat.st_mtime_ns}"
+    new = sorted(path for path, stamp in listing.items() if seen.get(path) != stamp)
+    context.update_cursor(json.dumps(listing, sort_keys=True))
+    if not new:
+        return dg.SkipReason(f"no new or changed trace files in {folder}")
+    key = hashlib.sha256(json.dumps({p: listing[p] for p in new}, sort_keys=True).encode()).hexdigest()[:16]
+    return dg.RunRequest(run_key=key, tags={"fleetspend/new_trace_files": str(len(new))})
