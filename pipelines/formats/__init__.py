@@ -63,8 +63,8 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
                              f" (it takes {sorted(accepted) or 'none'})")
         try:
             return reader(plain, path, sha256_of(path), policies, **options)
-        except pl.exceptions.ComputeError as exc:  # raised while scanning: the text is not UTF-8
-            raise TraceFormatError(f"{path}: not readable as UTF-8 text lines ({str(exc).splitlines()[0][:120]});"
+        except pl.exceptions.ComputeError as exc:  # raised while scanning, e.g. the text is not UTF-8
+            raise TraceFormatError(f"{path}: could not be read ({str(exc).splitlines()[0][:120]});"
                                    f" expected {_EXPECTED.get(name, f'a {name} request log')}") from None
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -88,7 +87,7 @@ def canonical(rows: pl.DataFrame, trace: str) -> pl.DataFrame:
 class IngestResult:
     """One file's ingest. `rows` holds the accepted rows compactly (sorted by arrival, with their
     line number, only the columns the format has), so a 27M-row file fits in memory;
-    `requests` is the canonical frame built from it (`requests_batches` slice by slice)."""
+    `requests` is the canonical frame built from it."""
     file: Path
     format: str
     sha256: str
@@ -113,10 +112,6 @@ class IngestResult:
     def requests(self) -> pl.DataFrame:
         """Accepted rows in the canonical REQUESTS_SCHEMA, sorted by arrival."""
         return canonical(self.rows, self.trace)
-
-    def requests_batches(self, size: int = 2_000_000) -> Iterator[pl.DataFrame]:
-        for first in range(0, self.rows.height, size):
-            yield canonical(self.rows.slice(first, size), self.trace)
 
     def file_row(self) -> dict:
         """The `trace_files` row of this file."""

@@ -19,6 +19,7 @@ from pipelines.formats.rows import Labels, finish
 from pipelines.formats.units import per_second
 
 FORMAT = "mooncake"
+INTEGER_LIST = r"^\[\s*(-?\d{1,18}\s*(,\s*-?\d{1,18}\s*)*)?\]$"
 EXPECTED = 'a Mooncake JSONL trace (objects with "timestamp", "input_length", "output_length", "hash_ids")'
 
 
@@ -30,7 +31,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
         arrival=number("timestamp") / per_second(time_unit), arrival_text=text("timestamp"),
         prompt_tokens=number("input_length", pl.Int64), prompt_text=text("input_length"),
         output_tokens=number("output_length", pl.Int64), output_text=text("output_length"),
-        prefix_hashes=hashes.str.json_decode(pl.List(pl.Int64)),
+        prefix_hashes=pl.when(hashes.str.contains(INTEGER_LIST)).then(hashes).str.json_decode(pl.List(pl.Int64)),
     ).with_columns(
         bad=pl.coalesce(pl.col("bad"), pl.when(hashes.is_not_null() & pl.col("prefix_hashes").is_null())
                         .then(pl.format("hash_ids is not a list of integers: '{}'", hashes))),

@@ -59,14 +59,27 @@ def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) ->
         conn.unregister("_incoming")
 
 
+def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
+    """The compact accepted rows go over as Arrow (a few integer columns); DuckDB builds the
+    request ids and fills the columns the format lacks while it writes, so the 27M-row canonical
+    frame never exists in Python memory. Same rule as pipelines.formats.common.canonical."""
+    present = [c for c in REQUESTS_SCHEMA if c in result.rows.columns]
+    cached = [] if "cached_tokens" in present else ["0 AS cached_tokens"]
+    conn.register("_incoming", result.rows.to_arrow())
+    try:
+        conn.execute(f"INSERT INTO requests BY NAME SELECT $trace || ':' || line AS request_id, $trace AS trace, "
+                     f"{', '.join(present + cached)} FROM _incoming", {"trace": result.trace})
+    finally:
+        conn.unregister("_incoming")
+
+
 def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None) -> None:
     """Swap one file's rows in all three tables, atomically."""
     row = result.file_row()
     conn.execute("BEGIN TRANSACTION")
     try:
         _delete(conn, row["file"], old_trace or row["trace"])
-        for batch in result.requests_batches():
-            _insert(conn, "requests", batch)
+        _insert_requests(conn, result)
         _insert(conn, "rejected_requests", result.rejected)
         _insert(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
         conn.execute("COMMIT")

@@ -1,0 +1,231 @@
+"""A corpus of deliberately broken inputs: each must either ingest with every row accounted for
+(read = accepted + rejected, reasons a person understands) or fail alone with one message that
+names the file."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import polars as pl
+import pytest
+import zstandard
+
+from pipelines.formats import TraceFormatError, read_trace
+
+HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
+
+
+def write(path: Path, data: bytes | str) -> Path:
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+# ---- files that are not traces: one clear error naming the file ---------------------------------
+
+NOT_TRACES = [
+    ("empty.csv", b"", None, "the file is empty"),
+    ("blank.csv", b"\r\n\n  \n", None, "the file is empty"),
+    ("garbage.csv", bytes(range(256)) * 64, None, "binary data"),
+    ("latin1.csv", f"{HEADER}\n2023-11-16 18:17:03.9799600,4,5 caf\xe9\n".encode("latin-1"), "azure-llm", "not"),
+    ("random.bin", b"\x13\x37" * 10_000, None, "cannot tell the log format"),
+    ("azure_as_mooncake.csv", f"{HEADER}\n2023-11-16 18:17:03.9799600,4,5\n", "mooncake", "is not a JSON object"),
+    ("mooncake_as_azure.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\n', "azure-llm",
+     "TIMESTAMP,ContextTokens,GeneratedTokens"),
+    ("csv_as_llmperf.json", f"{HEADER}\n2023-11-16 18:17:03.9799600,4,5\n", "llmperf", "not a JSON array"),
+    ("truncated_array.json", '[{"number_input_tokens": 5, "number_output_tokens": 1, "end_to_end_latency_s": 1.0},',
+     None, "not a JSON array"),
+    ("no_header.csv", "2023-11-16 18:17:03.9799600,4808,10\r\n", None, "cannot tell the log format"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "fmt", "message"), NOT_TRACES, ids=[n[0] for n in NOT_TRACES])
+def test_not_a_trace(tmp_path, name, content, fmt, message):
+    path = write(tmp_path / name, content)
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path, format=fmt)
+    text = str(info.value)
+    assert text.startswith(str(path)) and message in text and "\n" not in text
+
+
+def test_truncated_gzip_and_corrupt_zstd(tmp_path):
+    body = f"{HEADER}\n" + "".join(f"2023-11-16 18:17:{i:02d}.0000000,{i + 1},2\n" for i in range(50))
+    packed = gzip.compress(body.encode())
+    path = write(tmp_path / "cut.csv.gz", packed[: len(packed) // 2])
+    with pytest.raises(TraceFormatError, match=r"cut\.csv\.gz: the gzip stream is truncated or corrupt"):
+        read_trace(path)
+    zpacked = zstandard.ZstdCompressor().compress(body.encode())
+    path = write(tmp_path / "cut.csv.zst", zpacked[: len(zpacked) // 2])
+    with pytest.raises(TraceFormatError, match=r"cut\.csv\.zst: the zstd stream is truncated or corrupt"):
+        read_trace(path)
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, zstandard.ZstdCompressor().compress], ids=["gz", "zst"])
+@pytest.mark.parametrize(("name", "body", "rows"), [
+    ("azure.csv", f"{HEADER}\r\n2023-11-16 18:17:03.9799600,4808,10\r\n2023-11-16 18:17:04.0319600,3180,8", 2),
+    ("mooncake.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n', 1),
+    ("burst.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,API log\n", 1),
+    ("vidur.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,4808,10\n", 1),
+    ("llmperf.json", '[{"number_input_tokens": 5, "number_output_tokens": 2, "end_to_end_latency_s": 1.0,'
+                     ' "ttft_s": 0.1, "error_code": null, "error_msg": ""}]', 1),
+    ("aibrix.jsonl", '{"prompt_tokens": 5, "output_tokens": 2, "latency": 1.0, "start_time": 7.5, "ttft": 0.1}\n', 1),
+    ("usage.jsonl", '{"created": 1700000000, "model": "m", "user": "u", "usage": {"prompt_tokens": 9,'
+                    ' "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}}\n', 1),
+])
+def test_every_format_reads_compressed(tmp_path, compress, name, body, rows):
+    plain = read_trace(write(tmp_path / name, body))
+    packed = read_trace(write(tmp_path / f"{name}.{'gz' if compress is gzip.compress else 'zst'}",
+                              compress(body.encode())))
+    assert packed.format == plain.format and packed.requests.height == rows
+    assert packed.requests.drop("request_id", "trace").equals(plain.requests.drop("request_id", "trace"))
+
+
+# ---- traces with bad rows: every row accounted for ------------------------------------------------
+
+def azure(tmp_path, name, lines, *, newline="\r\n", prefix=b""):
+    return write(tmp_path / name, prefix + newline.join([HEADER, *lines]).encode())
+
+
+def test_header_only(tmp_path):
+    for fmt_file, text in [("h.csv", HEADER + "\r\n"),
+                           ("b.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type")]:
+        result = read_trace(write(tmp_path / fmt_file, text))
+        assert (result.rows_read, result.requests.height, result.rejected.height) == (0, 0, 0)
+
+
+def test_bom_and_mixed_line_endings(tmp_path):
+    path = write(tmp_path / "mixed.csv", b"\xef\xbb\xbf" + HEADER.encode() + b"\r\n"
+                 b"2023-11-16 18:17:03.9799600,48,10\n"
+                 b"2023-11-16 18:17:04.9799600,49,11\r\n"
+                 b"\r\n"
+                 b"2023-11-16 18:17:05.9799600,50,12")
+    result = read_trace(path)
+    assert result.rows_read == 3 and result.rejected.height == 0
+    assert result.requests["request_id"].to_list() == ["mixed:2", "mixed:3", "mixed:5"]
+    assert result.requests["output_tokens"].to_list() == [10, 11, 12]
+
+
+def test_huge_integers_nan_and_inf(tmp_path):
+    path = azure(tmp_path, "huge.csv", [
+        "2023-11-16 18:17:03.0000000,99999999999999999999999,10",
+        "2023-11-16 18:17:04.0000000,10,1e400",
+        "2023-11-16 18:17:05.0000000,NaN,10",
+        "2023-11-16 18:17:06.0000000,10,inf",
+        "2023-11-16 18:17:07.0000000,10,10",
+    ])
+    result = read_trace(path)
+    assert result.rows_read == 5 and result.requests.height == 1
+    assert result.rejected.sort("line")["reason"].to_list() == [
+        "ContextTokens is not a whole number in range: '99999999999999999999999'",
+        "GeneratedTokens is not a whole number in range: '1e400'",
+        "ContextTokens is not a whole number in range: 'NaN'",
+        "GeneratedTokens is not a whole number in range: 'inf'",
+    ]
+    relative = write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                     "nan,5,5\ninf,5,5\n-1,5,5\n1e400,5,5\n0.5,5,5\n")
+    result = read_trace(relative)
+    assert result.requests.height == 1 and result.rejected.height == 4
+    assert (result.rejected["reason"].str.starts_with("arrived_at is not a number of seconds")).all()
+
+
+def test_unsorted_and_tied_timestamps_keep_file_order_on_ties(tmp_path):
+    path = azure(tmp_path, "ties.csv", [
+        "2023-11-16 18:17:05.0000000,1,1",
+        "2023-11-16 18:17:03.0000000,2,1",
+        "2023-11-16 18:17:05.0000000,3,1",
+        "2023-11-16 18:17:03.0000000,4,1",
+    ])
+    r = read_trace(path).requests
+    assert r["prompt_tokens"].to_list() == [2, 4, 1, 3]
+    assert r["arrival_s"].to_list() == [0.0, 0.0, 2.0, 2.0]
+
+
+def test_azure_quirks_in_one_file(tmp_path):
+    """2023 (7 digits), 2024 (6 digits or none, +00:00) and 2025 (T...Z) clocks, CRLF, no final newline."""
+    path = azure(tmp_path, "clocks.csv", [
+        "2023-11-16 18:17:03.9799600,1,1",
+        "2023-11-16 18:17:04+00:00,2,1",
+        "2023-11-16 18:17:04.500000+00:00,3,1",
+        "2023-11-16T18:17:05.000Z,4,1",
+    ])
+    r = read_trace(path).requests
+    assert r["arrival_s"].to_list() == pytest.approx([0.0, 0.02004, 0.52004, 1.02004])
+
+
+def test_jsonl_torn_lines_and_wrong_types(tmp_path):
+    path = write(tmp_path / "torn.jsonl",
+                 '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n'
+                 '{"timestamp": 10, "input_length": "many", "output_length": 3}\n'
+                 '{"timestamp": 20, "input_length": 5, "output_length": 3, "hash_ids": "x"}\n'
+                 '{"timestamp": 30, "input_length": 5, "output_len')
+    result = read_trace(path)
+    assert result.rows_read == 4 and result.requests.height == 1
+    assert result.rejected.sort("line")["reason"].to_list() == [
+        "input_length is not a whole number in range: 'many'",
+        "hash_ids is not a list of integers: 'x'",
+        "not a JSON object (a torn or corrupt line)",
+    ]
+
+
+def test_burstgpt_elapsed_time_and_session_columns(tmp_path):
+    path = write(tmp_path / "v12.csv",
+                 "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                 "5,abc,2.5,ChatGPT,472,18,490,Conversation log\n"
+                 "6,,0.7,GPT-4,100,0,100,API log\n"
+                 "7,,-3,GPT-4,100,5,105,API log\n")
+    result = read_trace(path)
+    assert result.format == "burstgpt" and result.counts["failed_rows"] == 1
+    assert result.requests["observed_e2e_s"].to_list() == [2.5]
+    assert result.rejected.sort("line")["reason"].to_list() == [
+        "Response tokens is 0: no answer to replay (option zero_output='one' replays it as a one-token answer)",
+        "observed_e2e_s is -3.0: not a latency in seconds (0 to 86400)",
+    ]
+    rejecting = read_trace(path, failed="reject")
+    assert "the request failed (Response tokens 0); option failed='reject'" in rejecting.rejected["reason"].to_list()
+
+
+def test_openai_usage_cached_tokens_and_tenant(tmp_path):
+    path = write(tmp_path / "usage.jsonl",
+                 '{"created": 1700000000, "model": "gpt-4o", "user": "team-a", "usage": {"prompt_tokens": 900,'
+                 ' "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 512}}, "ttft_s": 0.2, "e2e_s": 1.5}\n'
+                 '{"created": 1700000001.5, "model": "gpt-4o", "user": "team-b", "usage": {"prompt_tokens": 50,'
+                 ' "completion_tokens": 3}}\n'
+                 '{"created": 1700000002, "model": "gpt-4o", "usage": {"prompt_tokens": 50, "completion_tokens": 3,'
+                 ' "prompt_tokens_details": {"cached_tokens": 50}}}\n')
+    result = read_trace(path)
+    r = result.requests
+    assert r.select("cached_tokens", "tenant", "arrival_s", "observed_e2e_s").rows() == [
+        (512, "team-a", 0.0, 1.5), (0, "team-b", 1.5, None)]
+    assert str(r["arrival_ts"][0]) == "2023-11-14 22:13:20+00:00"
+    assert result.rejected["reason"].to_list() == [
+        "usage.prompt_tokens_details.cached_tokens is 50: must be fewer than the 50 prompt tokens"]
+
+
+def test_generic_parquet_and_jsonl_mappings(tmp_path):
+    frame = pl.DataFrame({"t": [0, 1500, 750], "inp": [10, 20, -1], "out": [1, 2, 3]})
+    frame.write_parquet(tmp_path / "own.parquet")
+    mapping = {"arrival": "t", "prompt_tokens": "inp", "output_tokens": "out"}
+    result = read_trace(tmp_path / "own.parquet", columns=mapping, time_unit="ms")
+    assert result.format == "parquet"
+    assert result.requests["arrival_s"].to_list() == [0.0, 1.5]
+    assert result.rejected.row(0) == (str(tmp_path / "own.parquet"), 3, '{"t":750,"inp":-1,"out":3}',
+                                      "inp is -1: a request needs at least one prompt token")
+    path = write(tmp_path / "own.jsonl", '{"at": "2024-01-01T00:00:01Z", "u": {"in": 5}, "out": 2}\n'
+                                         '{"at": "2024-01-01T00:00:00Z", "u": {"in": 7}, "out": 2}\n')
+    r = read_trace(path, format="jsonl", time_unit="datetime",
+                   columns={"arrival": "at", "prompt_tokens": "u.in", "output_tokens": "out"}).requests
+    assert r["prompt_tokens"].to_list() == [7, 5] and r["arrival_s"].to_list() == [0.0, 1.0]
+    with pytest.raises(ValueError, match="needs columns="):
+        read_trace(tmp_path / "own.parquet")
+    with pytest.raises(ValueError, match="time_unit="):
+        read_trace(path, format="jsonl", columns={"arrival": "at", "prompt_tokens": "u.in", "output_tokens": "out"})
+
+
+def test_unknown_options_and_policies_are_refused(tmp_path):
+    path = azure(tmp_path, "a.csv", ["2023-11-16 18:17:03.0000000,1,1"])
+    with pytest.raises(ValueError, match=r"option\(s\) \['block_tokens'\] do not apply to format 'azure-llm'"):
+        read_trace(path, block_tokens=16)
+    with pytest.raises(ValueError, match="duplicates='drop'"):
+        read_trace(path, duplicates="drop")
+    with pytest.raises(ValueError, match="format='nope'"):
+        read_trace(path, format="nope")

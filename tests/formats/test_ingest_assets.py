@@ -1,0 +1,129 @@
+"""The ingest assets and inbox sensor: per-file, idempotent by content hash, a bad file fails
+alone, and the per-file balance check."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from pipelines.defs.ingest import assets as ingest_assets
+from pipelines.defs.ingest import checks as ingest_checks
+from pipelines.defs.ingest.sensors import trace_inbox_sensor
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "data" / "samples"
+PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+
+
+@pytest.fixture()
+def inbox(tmp_path, monkeypatch):
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
+    return folder
+
+
+def ingest(warehouse: Path) -> dg.ExecuteInProcessResult:
+    result = dg.materialize(
+        [ingest_assets.ingested_traces, ingest_checks.rows_read_equal_accepted_plus_rejected],
+        resources={"duckdb": DuckDBResource(database=str(warehouse))},
+    )
+    assert result.success
+    return result
+
+
+def files_metadata(result) -> dict:
+    mats = [m for m in result.asset_materializations_for_node("ingested_traces")
+            if m.asset_key.to_user_string() == "trace_files"]
+    return {k: v.value for k, v in mats[0].metadata.items()}
+
+
+def query(warehouse: Path, sql: str):
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox)
+    shutil.copy(PUBLIC / "mooncake_conversation.excerpt.jsonl", inbox)
+    (inbox / "broken.csv").write_bytes(bytes(range(256)) * 8)
+    (inbox / "README.md").write_text("not a trace, not even looked at")
+
+    first = ingest(warehouse)
+    meta = files_metadata(first)
+    assert meta["files_ingested_this_run"] == 2
+    assert list(meta["files_failed"]) == ["broken.csv"]
+    assert "broken.csv: binary data" in meta["files_failed"]["broken.csv"]
+    assert query(warehouse, "SELECT count(*), count(DISTINCT trace) FROM requests") == [(8819 + 14, 2)]
+    assert query(warehouse, "SELECT prefix_block_tokens, exact_duplicates FROM trace_files WHERE format = 'mooncake'") \
+        == [(512, 1)]
+    check = first.get_asset_check_evaluations()[0]
+    assert check.passed and check.metadata["files"].value == 2
+
+    again = ingest(warehouse)                       # same files: nothing read, nothing changed
+    assert files_metadata(again)["files_ingested_this_run"] == 0
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(8819 + 14,)]
+
+    (inbox / "broken.csv").unlink()                 # fixed inbox: a new file adds only its rows
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_conv.csv", inbox)
+    third = ingest(warehouse)
+    assert files_metadata(third)["files_ingested_this_run"] == 1
+    assert files_metadata(third)["files_failed"] == {}
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(8819 + 14 + 19366,)]
+
+    (inbox / "mooncake_conversation.excerpt.jsonl").unlink()   # the warehouse mirrors the folder
+    ingest(warehouse)
+    assert query(warehouse, "SELECT count(*), count(*) FILTER (prefix_hashes IS NOT NULL) FROM requests") \
+        == [(8819 + 19366, 0)]
+    assert query(warehouse, "SELECT count(*) FROM trace_files") == [(2,)]
+
+
+def test_changed_file_is_replaced_not_added(inbox, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    path = inbox / "t.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0000000,5,1\n"
+                    "2023-11-16 18:17:04.0000000,x,1\n")
+    ingest(warehouse)
+    assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(1,)]
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0000000,5,1\n"
+                    "2023-11-16 18:17:04.0000000,6,1\n")
+    ingest(warehouse)
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(2,)]
+    assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(0,)]
+    assert query(warehouse, "SELECT rows_read, rows_accepted FROM trace_files") == [(2, 2)]
+
+
+def test_same_trace_name_twice_fails_the_second_file_only(inbox, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox / "t.csv")
+    shutil.copy(PUBLIC / "mooncake_conversation.excerpt.jsonl", inbox / "t.jsonl")
+    meta = files_metadata(ingest(warehouse))
+    assert list(meta["files_failed"]) == ["t.jsonl"] and "rename one" in meta["files_failed"]["t.jsonl"]
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(20,)]
+
+
+def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
+    context = dg.build_sensor_context(cursor=None)
+    assert isinstance(trace_inbox_sensor(context), dg.SkipReason)
+
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    context = dg.build_sensor_context(cursor=context.cursor)
+    request = trace_inbox_sensor(context)
+    assert isinstance(request, dg.RunRequest) and request.tags["fleetspend/new_trace_files"] == "1"
+
+    context = dg.build_sensor_context(cursor=context.cursor)
+    skip = trace_inbox_sensor(context)
+    assert isinstance(skip, dg.SkipReason) and str(inbox) in skip.skip_message
+
+    shutil.copy(PUBLIC / "mooncake_conversation.excerpt.jsonl", inbox)
+    (inbox / "notes.txt").write_text("ignored")
+    context = dg.build_sensor_context(cursor=context.cursor)
+    second = trace_inbox_sensor(context)
+    assert isinstance(second, dg.RunRequest) and second.tags["fleetspend/new_trace_files"] == "1"
+    assert second.run_key != request.run_key
