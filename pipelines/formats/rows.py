@@ -128,8 +128,9 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
 
     # Pass 2: the text of the suspect lines only: reasons, raw text and exact duplicates.
     reason = pl.coalesce([pl.when(condition.fill_null(False)).then(message) for condition, message in checks])
-    texts = frame.join(suspects.lazy(), on="line", how="semi").select(
-        "line", "raw", reason=reason).collect(engine="streaming").sort("line")
+    texts = (frame.join(suspects.lazy(), on="line", how="semi").select("line", "raw", reason=reason)
+             .collect(engine="streaming").sort("line") if suspects.height
+             else pl.DataFrame(schema={"line": pl.Int64, "raw": pl.String, "reason": pl.String}))
     texts = texts.with_columns(duplicate=~pl.col("raw").is_first_distinct())
     duplicate_lines = texts.filter("duplicate")["line"]
     if policies.duplicates == "reject":
