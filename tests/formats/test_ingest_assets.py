@@ -8,8 +8,10 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import polars as pl
 import pytest
 from dagster_duckdb import DuckDBResource
+from polars.testing import assert_frame_equal
 
 from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
@@ -127,3 +129,20 @@ def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     second = trace_inbox_sensor(context)
     assert isinstance(second, dg.RunRequest) and second.tags["fleetspend/new_trace_files"] == "1"
     assert second.run_key != request.run_key
+
+
+@pytest.mark.parametrize("name", ["mooncake_conversation.excerpt.jsonl", "aibrix_output.jsonl",
+                                  "vidur_splitwise_code.excerpt.csv"])
+def test_warehouse_rows_equal_read_trace(tmp_path, name):
+    """The warehouse write (DuckDB fills defaults, request_id is virtual) is the canonical frame."""
+    from pipelines.defs.ingest.store import ensure_tables, replace_file
+    from pipelines.formats import read_trace
+
+    result = read_trace(PUBLIC / name)
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_tables(conn)
+        replace_file(conn, result, None)
+        stored = conn.sql("FROM requests ORDER BY arrival_s, line").pl()
+    assert stored["line"].to_list() == [int(i.rsplit(":", 1)[1]) for i in result.requests["request_id"]]
+    assert_frame_equal(stored.drop("line").with_columns(pl.col("arrival_ts").dt.convert_time_zone("UTC")),
+                       result.requests)

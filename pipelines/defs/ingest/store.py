@@ -12,13 +12,15 @@ import polars as pl
 
 from pipelines.formats.common import COUNTS, REJECTED_SCHEMA, REQUESTS_SCHEMA, IngestResult
 from pipelines.settings import SQL_DIR
+from pipelines.warehouse import run_sql
 
 TRACE_FILES_SCHEMA = {
     "file": pl.String, "trace": pl.String, "format": pl.String, "sha256": pl.String,
     "rows_read": pl.Int64, "rows_accepted": pl.Int64, "rows_rejected": pl.Int64,
     **dict.fromkeys(COUNTS, pl.Int64), "prefix_block_tokens": pl.Int64,
 }
-SCHEMAS = {"requests": REQUESTS_SCHEMA, "rejected_requests": REJECTED_SCHEMA, "trace_files": TRACE_FILES_SCHEMA}
+COLUMNS = {"requests": [*REQUESTS_SCHEMA, "line"], "rejected_requests": list(REJECTED_SCHEMA),
+           "trace_files": list(TRACE_FILES_SCHEMA)}
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
@@ -29,13 +31,15 @@ def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the three ingest tables; a warehouse written by an older release (other columns)
-    has them replaced, empty, so every file is ingested again."""
-    stale = any(_columns(conn, t) not in ([], list(s)) for t, s in SCHEMAS.items())
-    for table, schema in SCHEMAS.items():
+    has them dropped and recreated empty, so every file is ingested again."""
+    if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
+        for table in COLUMNS:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+    run_sql(conn, "ingest_requests_table")
+    for table, schema in (("rejected_requests", REJECTED_SCHEMA), ("trace_files", TRACE_FILES_SCHEMA)):
         conn.register("_empty", pl.DataFrame(schema=schema).to_arrow())
         try:
-            verb = "CREATE OR REPLACE TABLE" if stale else "CREATE TABLE IF NOT EXISTS"
-            conn.execute(f"{verb} {table} AS SELECT * FROM _empty")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM _empty")
         finally:
             conn.unregister("_empty")
 
@@ -60,14 +64,15 @@ def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) ->
 
 
 def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
-    """The compact accepted rows go over as Arrow (a few integer columns); DuckDB builds the
-    request ids and fills the columns the format lacks while it writes, so the 27M-row canonical
-    frame never exists in Python memory. Same rule as pipelines.formats.common.canonical."""
+    """The compact accepted rows go over as Arrow (a few integer columns); DuckDB fills the
+    columns the format lacks while it writes, and request_id is a virtual column
+    (sql/ingest_requests_table.sql), so the 27M-row canonical frame never exists in memory.
+    Same rule as pipelines.formats.common.canonical."""
     present = [c for c in REQUESTS_SCHEMA if c in result.rows.columns]
     cached = [] if "cached_tokens" in present else ["0 AS cached_tokens"]
     conn.register("_incoming", result.rows.to_arrow())
     try:
-        conn.execute(f"INSERT INTO requests BY NAME SELECT $trace || ':' || line AS request_id, $trace AS trace, "
+        conn.execute(f"INSERT INTO requests BY NAME SELECT $trace AS trace, line, "
                      f"{', '.join(present + cached)} FROM _incoming", {"trace": result.trace})
     finally:
         conn.unregister("_incoming")
