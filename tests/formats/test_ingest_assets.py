@@ -146,3 +146,15 @@ def test_warehouse_rows_equal_read_trace(tmp_path, name):
     assert stored["line"].to_list() == [int(i.rsplit(":", 1)[1]) for i in result.requests["request_id"]]
     assert_frame_equal(stored.drop("line").with_columns(pl.col("arrival_ts").dt.convert_time_zone("UTC")),
                        result.requests)
+
+
+def test_warehouse_of_an_older_release_is_rebuilt(inbox, tmp_path):
+    """Tables written by the first release (no `line`, fewer trace_files columns) are replaced."""
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("CREATE TABLE requests AS SELECT 'old:2' AS request_id, 'old' AS trace")
+        conn.execute("CREATE TABLE trace_files AS SELECT 'old.csv' AS file, 'old' AS trace, 'x' AS sha256")
+        conn.execute("CREATE TABLE rejected_requests AS SELECT 'old.csv' AS source_file")
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    ingest(warehouse)
+    assert query(warehouse, "SELECT count(*), min(trace) FROM requests") == [(20, "vidur_splitwise_code.excerpt")]

@@ -181,8 +181,11 @@ def test_burstgpt_sample_rejects_the_zero_rows_with_reasons():
     "servegen/reason/deepseek-r1/chunk-1-trace.csv",
     "splitwise-sim/perf_model.csv",
     "llmperf-leaderboard/summary/groq_70b.json",
+    "burstgpt-vllm-replay-logs/detail_log_scale100_prompt500.json",
 ])
 def test_non_request_logs_are_refused_with_a_message(name):
     with pytest.raises(TraceFormatError) as info:
         read_trace(SHARED / name)
     assert str(SHARED / name) in str(info.value)
+    if "detail_log" in name:
+        assert "out_len is not a token count" in str(info.value)
