@@ -144,12 +144,13 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
         "zero_output_rows": int((typed["output_tokens"] == 0).sum()),
         "failed_rows": int(typed["failed"].sum()) if "failed" in columns else 0,
     }
+    rows_read = typed.height
     accepted = typed.filter(pl.col("ok") & ~pl.col("line").is_in(rejected["line"].implode()))
     del typed
     accepted = accepted.drop("ok", "raw_hash", "failed", strict=False).sort("arrival", "line")
     rows = _timed(accepted, relative, start_time).with_columns(
         output_tokens=pl.when(pl.col("output_tokens") == 0).then(1).otherwise(pl.col("output_tokens")))
-    return IngestResult(path, fmt, sha256, rows.height + rejected.height, rows, rejected, counts,
+    return IngestResult(path, fmt, sha256, rows_read, rows, rejected, counts,
                         prefix_block_tokens)
 
 
