@@ -158,3 +158,15 @@ def test_warehouse_of_an_older_release_is_rebuilt(inbox, tmp_path):
     shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
     ingest(warehouse)
     assert query(warehouse, "SELECT count(*), min(trace) FROM requests") == [(20, "vidur_splitwise_code.excerpt")]
+
+
+def test_balance_check_fails_when_a_row_goes_missing(inbox, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    ingest(warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("DELETE FROM requests WHERE line = 5")
+    result = ingest_checks.rows_read_equal_accepted_plus_rejected(duckdb=DuckDBResource(database=str(warehouse)))
+    assert not result.passed
+    assert result.metadata["unbalanced_files"].value == [str(inbox / "vidur_splitwise_code.excerpt.csv")]
+    assert "| 20 | 20 | 0 | 19 | 0 | NO |" in result.metadata["per_file"].value
