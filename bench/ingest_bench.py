@@ -29,8 +29,9 @@ WEEK_US = 7 * 24 * 3600 * 1_000_000
 CHUNK = 3_000_000
 
 
-def generate(path: Path, rows: int, seed: int = 0) -> None:
-    """Write `rows` Azure-2024-format rows to `path`, chunk by chunk (bounded memory)."""
+def generate(path: Path, rows: int, seed: int = 0, bad_every: int = 0) -> None:
+    """Write `rows` Azure-2024-format rows to `path`, chunk by chunk (bounded memory); with
+    `bad_every` N, every Nth row's GeneratedTokens is 'x' (a row to reject)."""
     pairs = pl.read_csv(SAMPLE, columns=["ContextTokens", "GeneratedTokens"])
     start = pl.datetime(2024, 5, 12, time_zone="UTC")
     with path.open("wb") as out:
@@ -46,7 +47,9 @@ def generate(path: Path, rows: int, seed: int = 0) -> None:
                 TIMESTAMP=pl.when(pl.col("us") % 1_000_000 == 0)
                 .then(ts.strftime("%Y-%m-%d %H:%M:%S+00:00"))
                 .otherwise(ts.strftime("%Y-%m-%d %H:%M:%S.%6f+00:00")),
-                ContextTokens="ContextTokens", GeneratedTokens="GeneratedTokens",
+                ContextTokens="ContextTokens",
+                GeneratedTokens=pl.when((pl.int_range(first, first + n) % bad_every == 0) if bad_every else False)
+                .then(pl.lit("x")).otherwise(pl.col("GeneratedTokens").cast(pl.String)),
             )
             body = text.write_csv(include_header=False, line_terminator="\r\n")
             out.write(body.rstrip("\r\n").encode() if first + n == rows else body.encode())
@@ -57,11 +60,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=27_303_999)
     parser.add_argument("--path", type=Path, default=Path("/tmp/fleetspend_bench/azure_2024_conv_1week.csv"))
     parser.add_argument("--keep", action="store_true", help="keep the generated file")
+    parser.add_argument("--bad-every", type=int, default=0, help="make every Nth row unusable")
     args = parser.parse_args()
     args.path.parent.mkdir(parents=True, exist_ok=True)
     if not args.path.exists():
         t0 = time.perf_counter()
-        generate(args.path, args.rows)
+        generate(args.path, args.rows, bad_every=args.bad_every)
         print(f"generated {args.rows:,} rows ({args.path.stat().st_size / 1e9:.2f} GB) "
               f"in {time.perf_counter() - t0:.1f} s: {args.path}")
     from pipelines.defs.ingest.store import ensure_tables, replace_file

@@ -128,7 +128,8 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
 
     # Pass 2: the text of the suspect lines only: reasons, raw text and exact duplicates.
     reason = pl.coalesce([pl.when(condition.fill_null(False)).then(message) for condition, message in checks])
-    texts = (frame.join(suspects.lazy(), on="line", how="semi").select("line", "raw", reason=reason)
+    texts = (frame.filter(pl.col("line").is_in(suspects["line"].implode()))
+             .select("line", "raw", reason=reason)
              .collect(engine="streaming").sort("line") if suspects.height
              else pl.DataFrame(schema={"line": pl.Int64, "raw": pl.String, "reason": pl.String}))
     texts = texts.with_columns(duplicate=~pl.col("raw").is_first_distinct())
@@ -145,9 +146,11 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
         "failed_rows": int(typed["failed"].sum()) if "failed" in columns else 0,
     }
     rows_read = typed.height
-    accepted = typed.filter(pl.col("ok") & ~pl.col("line").is_in(rejected["line"].implode()))
+    typed = typed.drop("raw_hash", "failed", strict=False)   # rebinding frees the hash column
+    accepted = typed.filter(pl.col("ok") & ~pl.col("line").is_in(rejected["line"].implode())).drop("ok")
     del typed
-    accepted = accepted.drop("ok", "raw_hash", "failed", strict=False).sort("arrival", "line")
+    if not accepted["arrival"].is_sorted():   # logs are usually in time order: no copy then
+        accepted = accepted.sort("arrival", "line")
     rows = _timed(accepted, relative, start_time).with_columns(
         output_tokens=pl.when(pl.col("output_tokens") == 0).then(1).otherwise(pl.col("output_tokens")))
     return IngestResult(path, fmt, sha256, rows_read, rows, rejected, counts,
