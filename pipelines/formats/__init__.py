@@ -8,7 +8,7 @@ its reader. `.gz` and `.zst` files are decompressed first, whatever the format. 
 satisfies read = accepted + rejected; a file that is not a trace of the expected format raises
 `TraceFormatError`, whose message names the file and what was expected. The three policies are
 documented on `Policies`; format options (start_time, time_unit, block_tokens, concurrency,
-columns) on each reader.
+columns, out_len_per_token) on each reader.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats import aibrix, azure, burstgpt, generic, llmperf, mooncake, openai_usage, vidur
+from pipelines.formats import aibrix, azure, burstgpt, burstgpt_vllm, generic, llmperf, mooncake, openai_usage, vidur
 from pipelines.formats.common import IngestResult, Policies, TraceFormatError, sha256_of
 from pipelines.formats.detect import detect
 from pipelines.formats.source import head_text, plain_file
@@ -27,6 +27,7 @@ from pipelines.formats.source import head_text, plain_file
 FORMATS = {
     azure.FORMAT: azure.read,
     burstgpt.FORMAT: burstgpt.read,
+    burstgpt_vllm.FORMAT: burstgpt_vllm.read,
     mooncake.FORMAT: mooncake.read,
     vidur.FORMAT: vidur.read,
     llmperf.FORMAT: llmperf.read,
@@ -37,8 +38,8 @@ FORMATS = {
     "parquet": functools.partial(generic.read, fmt="parquet"),
 }
 _FIXED = {"plain", "shown", "sha256", "policies", "fmt"}
-_EXPECTED = {module.FORMAT: module.EXPECTED for module in (azure, burstgpt, mooncake, vidur, llmperf, aibrix,
-                                                           openai_usage)}
+_EXPECTED = {module.FORMAT: module.EXPECTED for module in (azure, burstgpt, burstgpt_vllm, mooncake, vidur,
+                                                           llmperf, aibrix, openai_usage)}
 
 
 def read_trace(path: str | Path, format: str | None = None, *, duplicates: str = "keep",

@@ -22,12 +22,8 @@ def detect(plain: Path, shown: Path) -> str:
     if first.startswith("["):
         if '"number_input_tokens"' in head:
             return "llmperf"
-    elif first.startswith("{") and '"event_id"' in first and '"out_len"' in first:
-        raise TraceFormatError(f"{shown}: a BurstGPT vLLM replay detail log; its out_len is not a token count "
-                               f"(it exceeds the 1,024-token cap in most rows), so the output lengths are "
-                               f"unknown and the requests cannot be replayed")
     elif first.startswith("{"):
-        for key, name in (('"hash_ids"', "mooncake"), ('"input_length"', "mooncake"),
+        for key, name in (('"event_id"', "burstgpt-vllm"), ('"hash_ids"', "mooncake"), ('"input_length"', "mooncake"),
                           ('"usage"', "openai-usage"), ('"output_tokens"', "aibrix")):
             if key in first:
                 return name

@@ -36,7 +36,7 @@ def check(result, read, accepted, fmt):
 
 
 def test_formats_listed():
-    assert set(FORMATS) == {"azure-llm", "burstgpt", "mooncake", "vidur", "llmperf", "aibrix",
+    assert set(FORMATS) == {"azure-llm", "burstgpt", "burstgpt-vllm", "mooncake", "vidur", "llmperf", "aibrix",
                             "openai-usage", "csv", "jsonl", "parquet"}
 
 
@@ -127,6 +127,10 @@ EXPECTED = [
     ("mooncake/synthetic_trace.jsonl", "mooncake", 3993, 3993, {}),
     ("burstgpt/burstgpt_sample.csv", "burstgpt", 54, 51, {}),
     ("aibrix-client-output/output.jsonl", "aibrix", 54, 52, {}),
+    ("burstgpt-vllm-replay-logs/detail_log_scale100_prompt500.json", "burstgpt-vllm", 500, 500,
+     {"out_len_per_token": 6.56}),
+    ("burstgpt-vllm-replay-logs/detail_log_scale1000_prompt500.json", "burstgpt-vllm", 500, 500,
+     {"out_len_per_token": 6.48}),
     ("vidur-processed-traces/splitwise_code.csv", "vidur", 8819, 8819, {}),
     ("vidur-processed-traces/splitwise_conv.csv", "vidur", 19366, 19366, {}),
     *[(f"llmperf-leaderboard/individual/{name}.json", "llmperf", read, accepted, {"concurrency": 5})
@@ -152,8 +156,10 @@ def test_every_public_request_log_is_covered():
     """A request log added to the shared folder must get an expected count here."""
     logs = {str(p.relative_to(SHARED)) for p in SHARED.rglob("*") if p.is_file() and p.suffix != ".md"}
     not_request_logs = {p for p in logs if p.startswith(("servegen/", "etalon-processed-traces/",
-                                                         "llmperf-leaderboard/summary/", "burstgpt-vllm-replay-logs/"))
+                                                         "llmperf-leaderboard/summary/",
+                                                         "burstgpt-vllm-replay-logs/vllm_log_"))
                         or p in {"splitwise-sim/perf_model.csv", "splitwise-sim/test_trace.csv",
+                                 "burstgpt-vllm-replay-logs/server_log.json",
                                  "vidur-processed-traces/arxiv_summarization_stats_llama2_tokenizer_filtered_v2.csv"}}
     assert logs - not_request_logs == {e[0] for e in EXPECTED}
 
@@ -181,11 +187,24 @@ def test_burstgpt_sample_rejects_the_zero_rows_with_reasons():
     "servegen/reason/deepseek-r1/chunk-1-trace.csv",
     "splitwise-sim/perf_model.csv",
     "llmperf-leaderboard/summary/groq_70b.json",
-    "burstgpt-vllm-replay-logs/detail_log_scale100_prompt500.json",
+    "burstgpt-vllm-replay-logs/server_log.json",
+    "burstgpt-vllm-replay-logs/vllm_log_scale100_prompt500.csv",
 ])
 def test_non_request_logs_are_refused_with_a_message(name):
     with pytest.raises(TraceFormatError) as info:
         read_trace(SHARED / name)
     assert str(SHARED / name) in str(info.value)
-    if "detail_log" in name:
-        assert "out_len is not a token count" in str(info.value)
+
+
+@needs_shared
+def test_burstgpt_vllm_detail_log_matches_the_calibration_fixture():
+    """Same numbers as tests/fixtures/observed/ (converted separately, README there)."""
+    path = SHARED / "burstgpt-vllm-replay-logs/detail_log_scale100_prompt500.json"
+    with pytest.raises(ValueError, match="needs out_len_per_token="):
+        read_trace(path)
+    r = read_trace(path, out_len_per_token=6.56).requests.sort("arrival_s")
+    other = pl.read_csv(ROOT / "tests/fixtures/observed/burstgpt_vllm_llama32_1b_scale100.csv").sort("arrival_s")
+    for column in ("arrival_s", "observed_ttft_s", "observed_e2e_s"):
+        assert r[column].to_list() == pytest.approx(other[column].to_list(), abs=1e-6)
+    assert r["prompt_tokens"].to_list() == other["prompt_tokens"].to_list()
+    assert (r["output_tokens"] - other["output_tokens"]).abs().max() <= 1   # their ratio is 6.56 rounded

@@ -1,0 +1,58 @@
+"""BurstGPT replayed on vLLM (liao4s/BurstGPT_test `detail_log_*.json`): one JSON **object**
+keyed by event id, one entry per request, keys in completion order.
+
+Fields used: `in_len` (prompt tokens actually sent), `out_len`, `first_chunk_time` (TTFT, s),
+`total_chunk_time` (end-to-end, s), `record_time` (a **monotonic** clock, s, taken at
+completion). arrival = record_time - total_chunk_time, from the first request (give
+`start_time=` for wall-clock arrivals). `out_len` is **not a token count** (it exceeds the
+1,024-token cap in most rows; about 6.5 per generated token, judging by the engine log's
+throughput), so the user must say how many out_len units make a token: `out_len_per_token=`
+(required, no default); output_tokens = round(out_len / out_len_per_token).
+A row is entry number `line` of the object (1-based, file order); `raw` is the entry as JSON.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.rows import Labels, finish
+
+FORMAT = "burstgpt-vllm"
+EXPECTED = ('a BurstGPT vLLM replay detail log (a JSON object of {"event_id", "in_len", "out_len", '
+            '"first_chunk_time", "total_chunk_time", "record_time"} entries)')
+LABELS = Labels("record_time - total_chunk_time", "in_len", "out_len / out_len_per_token",
+                clock="a number of seconds")
+NEEDED = ("in_len", "out_len", "first_chunk_time", "total_chunk_time", "record_time")
+
+
+def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_token: float | None = None,
+         start_time=None) -> IngestResult:
+    if not isinstance(out_len_per_token, (int, float)) or not out_len_per_token > 0:
+        raise ValueError(f"{shown}: format {FORMAT!r} needs out_len_per_token= (a number > 0): its out_len "
+                         f"is not a token count, and the unit is never guessed")
+    try:
+        entries = pl.read_json(plain).unpivot(variable_name="key").unnest("value")
+    except (pl.exceptions.PolarsError, ValueError) as exc:
+        raise TraceFormatError(f"{shown}: not one JSON object of same-shaped entries "
+                               f"({str(exc).splitlines()[0][:120]}); expected {EXPECTED}") from None
+    missing = [name for name in NEEDED if name not in entries.columns]
+    if missing:
+        raise TraceFormatError(f"{shown}: no field(s) {missing}; expected {EXPECTED}")
+    number = {name: pl.col(name).cast(pl.Float64, strict=False) for name in NEEDED}
+    parsed = entries.select(
+        line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
+        raw=pl.struct(pl.all().exclude("key")).struct.json_encode(),
+        arrival=number["record_time"] - number["total_chunk_time"],
+        arrival_text=pl.format("{} - {}", pl.col("record_time"), pl.col("total_chunk_time")),
+        prompt_tokens=pl.col("in_len").cast(pl.Int64, strict=False),
+        prompt_text=pl.col("in_len").cast(pl.String),
+        output_tokens=(number["out_len"] / out_len_per_token).round().cast(pl.Int64, strict=False),
+        output_text=pl.col("out_len").cast(pl.String),
+        observed_ttft_s=number["first_chunk_time"],
+        observed_e2e_s=number["total_chunk_time"],
+    ).lazy()
+    return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS, policies=policies,
+                  start_time=start_time)
