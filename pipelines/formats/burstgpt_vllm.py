@@ -17,7 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.common import IngestResult, Policies
+from pipelines.formats.jsonlog import json_records
 from pipelines.formats.rows import Labels, finish
 
 FORMAT = "burstgpt-vllm"
@@ -33,14 +34,8 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_
     if not isinstance(out_len_per_token, (int, float)) or not out_len_per_token > 0:
         raise ValueError(f"{shown}: format {FORMAT!r} needs out_len_per_token= (a number > 0): its out_len "
                          f"is not a token count, and the unit is never guessed")
-    try:
-        entries = pl.read_json(plain).unpivot(variable_name="key").unnest("value")
-    except (pl.exceptions.PolarsError, ValueError) as exc:
-        raise TraceFormatError(f"{shown}: not one JSON object of same-shaped entries "
-                               f"({str(exc).splitlines()[0][:120]}); expected {EXPECTED}") from None
-    missing = [name for name in NEEDED if name not in entries.columns]
-    if missing:
-        raise TraceFormatError(f"{shown}: no field(s) {missing}; expected {EXPECTED}")
+    entries = json_records(plain, shown, EXPECTED, NEEDED, "one JSON object of same-shaped entries",
+                           lambda frame: frame.unpivot(variable_name="key").unnest("value"))
     number = {name: pl.col(name).cast(pl.Float64, strict=False) for name in NEEDED}
     parsed = entries.select(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),

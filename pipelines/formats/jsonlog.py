@@ -1,4 +1,5 @@
-"""JSON Lines logs: one object per line, fields picked out by JSON path in Polars.
+"""JSON logs. JSON Lines: one object per line, fields picked out by JSON path in Polars.
+Whole JSON documents (LLMPerf arrays, keyed objects): `json_records` loads them in one piece.
 
 A line that is not a JSON object is a rejected row ("not a JSON object"), not a failed file:
 JSONL files are appended to by running services and a torn last line is common. Blank lines are
@@ -36,3 +37,18 @@ def text(path: str) -> pl.Expr:
 def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
     """The JSON value at `path` as a number; null when absent, null or not a number."""
     return pl.col("raw").str.json_path_match(f"$.{path}").cast(dtype, strict=False)
+
+
+def json_records(plain: Path, shown: Path, expected: str, needed: tuple[str, ...], shape: str,
+                 records=lambda frame: frame) -> pl.DataFrame:
+    """A whole JSON document as one row per record (`records` turns what pl.read_json gives
+    into records); TraceFormatError naming the file if it is not `shape` or lacks `needed`."""
+    try:
+        frame = records(pl.read_json(plain, infer_schema_length=None))
+    except (pl.exceptions.PolarsError, ValueError) as exc:
+        raise TraceFormatError(f"{shown}: not {shape} ({str(exc).splitlines()[0][:120]}); "
+                               f"expected {expected}") from None
+    missing = [name for name in needed if name not in frame.columns]
+    if missing:
+        raise TraceFormatError(f"{shown}: no field(s) {missing}; expected {expected}")
+    return frame

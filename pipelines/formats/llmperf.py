@@ -19,7 +19,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.common import IngestResult, Policies
+from pipelines.formats.jsonlog import json_records
 from pipelines.formats.rows import Labels, finish
 
 FORMAT = "llmperf"
@@ -34,14 +35,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
          start_time=None) -> IngestResult:
     if not isinstance(concurrency, int) or concurrency < 1:
         raise ValueError(f"{shown}: concurrency={concurrency!r}: expected a whole number of clients >= 1")
-    try:
-        frame = pl.read_json(plain, infer_schema_length=None)
-    except (pl.exceptions.PolarsError, ValueError) as exc:
-        raise TraceFormatError(f"{shown}: not a JSON array of objects ({str(exc).splitlines()[0][:120]}); "
-                               f"expected {EXPECTED}") from None
-    missing = [name for name in NEEDED if name not in frame.columns]
-    if missing:
-        raise TraceFormatError(f"{shown}: no field(s) {missing}; expected {EXPECTED}")
+    frame = json_records(plain, shown, EXPECTED, NEEDED, "a JSON array of objects")
     optional = {"ttft_s": pl.Float64, "error_code": pl.Int64, "error_msg": pl.String}
     frame = frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in optional.items()
                                if name not in frame.columns)
