@@ -32,7 +32,8 @@ REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
     "gpu_efficiency": ("family", "stack", "compute_efficiency", "bandwidth_efficiency",
-                       "step_overhead_s", "layer_overhead_s", "allreduce_latency_s", "source"),
+                       "step_overhead_s", "layer_overhead_s", "allreduce_latency_s",
+                       "allreduce_bus_efficiency", "source"),
     "models": ("model", "layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
                "total_params_b", "active_params_b", "experts", "experts_per_token", "attention",
                "kv_lora_rank", "qk_rope_head_dim", "source"),
@@ -152,6 +153,7 @@ class Catalog:
             step_overhead_s=eff["step_overhead_s"] if step_overhead_s is None else step_overhead_s,
             layer_overhead_s=eff["layer_overhead_s"] if layer_overhead_s is None else layer_overhead_s,
             allreduce_latency_s=eff["allreduce_latency_s"],
+            allreduce_bus_efficiency=eff["allreduce_bus_efficiency"],
         )
         for option in ("max_seqs", "max_batched_tokens", "kv_block_tokens"):
             value = scheduler_options.get(option, 1)

@@ -93,6 +93,7 @@ class Efficiency:
     step_overhead_s: float
     layer_overhead_s: float
     allreduce_latency_s: float
+    allreduce_bus_efficiency: float  # achieved all-reduce bus bandwidth / one-way link rate
 
 
 @dataclass(frozen=True)
@@ -245,8 +246,9 @@ class Deployment:
             ring = 2.0 * (self.tp - 1) / self.tp
             c[step.ALLREDUCE_BYTES_PER_TOKEN] = 2.0 * m.layers * m.hidden_size * ACTIVATION_BYTES * ring
         # datasheets quote NVLink / Infinity Fabric / PCIe both directions summed; a ring step
-        # sends one way
-        c[step.LINK_BANDWIDTH] = self.gpu.interconnect_gbs * 1e9 / 2.0
+        # sends one way, at the bus bandwidth NCCL achieves on that link (protocol overhead on
+        # NVLink; CPU root-complex limits on PCIe), not the line rate
+        c[step.LINK_BANDWIDTH] = self.gpu.interconnect_gbs * 1e9 / 2.0 * e.allreduce_bus_efficiency
         return c
 
     # ---- the two questions ----------------------------------------------------------------
@@ -343,7 +345,8 @@ class Deployment:
             "fixed_step_s": float(self.coefficients[step.STEP_OVERHEAD_S]),
             "allreduce_s_per_step": float(self.coefficients[step.ALLREDUCE_LATENCY_S]),
             "allreduce_bytes_per_token": float(self.coefficients[step.ALLREDUCE_BYTES_PER_TOKEN]),
-            "link_gbs_one_way": float(self.coefficients[step.LINK_BANDWIDTH]) / 1e9,
+            "link_gbs_one_way": self.gpu.interconnect_gbs / 2.0,
+            "allreduce_busbw_gbs": float(self.coefficients[step.LINK_BANDWIDTH]) / 1e9,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "ridge_flops_per_byte": self.ridge_flops_per_byte,
             "decode_compute_bound_batch": self.decode_compute_bound_batch,

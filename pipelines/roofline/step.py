@@ -37,7 +37,9 @@ lock-step, so the replica's step time is one GPU's step time):
 - A_lat  = 2 * layers * (tp - 1) * all-reduce latency floor (two all-reduces per layer, after
   attention and after the MLP; a ring all-reduce takes 2 (tp - 1) hops, the catalog's floor is
   the tp = 2 figure); A_bytes = 2 * layers * hidden * 2 B * 2 (tp - 1) / tp per token (ring
-  all-reduce of bf16 activations), over B_link = one direction of the GPU's link bandwidth.
+  all-reduce of bf16 activations), over B_link = the all-reduce bus bandwidth NCCL achieves:
+  one direction of the GPU's link rate times a bus efficiency (0.82 on NVLink, protocol
+  overhead; 0.55 over PCIe, limited by the CPU root complex; see gpu_efficiency.csv).
 
 The step is *compute-bound* when compute_s >= memory_s (most of its core time is in
 compute-bound kernels), else *memory-bound*; the bound resource decides how the step's
