@@ -13,6 +13,10 @@ degree, dtypes, serving engine, request shape and one measured figure:
   the replay (pipelines.replay, the same engine the reports use) of SERVED_REQUESTS identical
   requests arriving as a Poisson stream at that rate (fixed seed), with no client network: a
   request waits for the step in flight and its prefill shares steps with the running decodes.
+- `measured_at`: `engine` rows (offline benchmarks, profilers) are the engine's time alone;
+  `client` rows (genai-perf, HTTP benchmarks) add the serving front end's time to the TTFT
+  (frontend.FRONTEND_S: HTTP, chat template and tokenization). Time per output token is the
+  same at both ends (streamed tokens pass through the front end one after another).
 
 Predictions use the catalog's default efficiency factors: nothing is fitted to these rows. The
 engine column sets the scheduler limits the publication states or the engine defaults to, and
@@ -29,6 +33,7 @@ import polars as pl
 from pipelines.replay import replay
 from pipelines.roofline.catalog import Catalog
 from pipelines.roofline.deployment import Deployment, Network
+from pipelines.roofline.frontend import FRONTEND_S
 
 # Scheduler limits per engine. trtllm: TensorRT-LLM's default max_batch_size 2048 and
 # max_num_tokens 8192; its perf-overview runs use kv_cache_free_gpu_mem_fraction 0.95.
@@ -42,6 +47,7 @@ ENGINE_SCHEDULER = {
 # Engines whose tpot_s rows are an end-to-end batch latency divided by the output length.
 E2E_OVER_OUTPUT = {"vllm"}
 METRICS = ("ttft_s", "tpot_s", "max_throughput_tok_s")
+MEASURED_AT = ("engine", "client")
 SERVED_REQUESTS = 400
 SERVED_METRIC_COLUMN = {"ttft_s": "ttft_s", "tpot_s": "tpot_s"}
 
@@ -61,10 +67,15 @@ def predict(catalog: Catalog, row: dict) -> float:
     prompt, output = int(row["prompt_tokens"]), int(row["output_tokens"])
     batch = int(row["batch"]) if row.get("batch") not in (None, "") else 1
     metric = row["metric"]
+    if row["measured_at"] not in MEASURED_AT:
+        raise ValueError(f"measured_at {row['measured_at']!r}: expected one of"
+                         f" {', '.join(MEASURED_AT)}")
+    frontend_s = FRONTEND_S if row["measured_at"] == "client" else 0.0
     if row.get("qps") not in (None, ""):
-        return _served(d, float(row["qps"]), prompt, output, metric)
+        return _served(d, float(row["qps"]), prompt, output, metric, frontend_s)
     if metric == "ttft_s":
-        return d.prefill_s(prompt) if batch == 1 else d.prefill_batch_s(batch, prompt)
+        engine = d.prefill_s(prompt) if batch == 1 else d.prefill_batch_s(batch, prompt)
+        return engine + frontend_s
     if metric == "tpot_s":
         decode = sum(d.decode_step_s(batch, batch * (prompt + i)) for i in range(1, output))
         if row["engine"] in E2E_OVER_OUTPUT:
@@ -75,8 +86,10 @@ def predict(catalog: Catalog, row: dict) -> float:
     raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
 
 
-def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str) -> float:
-    """Mean `metric` of a replayed Poisson stream of identical requests at `qps` per second."""
+def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str,
+            frontend_s: float) -> float:
+    """Mean `metric` of a replayed Poisson stream of identical requests at `qps` per second; the
+    front end's time reaches the client with the first token (the replay's one-way latency)."""
     if metric not in SERVED_METRIC_COLUMN:
         raise ValueError(f"metric {metric!r} at a request rate: expected one of"
                          f" {', '.join(SERVED_METRIC_COLUMN)}")
@@ -84,7 +97,7 @@ def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str) ->
     requests = pl.DataFrame({"arrival_s": np.cumsum(gaps) - gaps[0],
                              "prompt_tokens": [prompt] * SERVED_REQUESTS,
                              "output_tokens": [output] * SERVED_REQUESTS})
-    local = replace(d, network=Network(one_way_s=0.0, bytes_per_token=0.0))
+    local = replace(d, network=Network(one_way_s=frontend_s, bytes_per_token=0.0))
     return float(replay(requests, local)[SERVED_METRIC_COLUMN[metric]].mean())
 
 
