@@ -101,8 +101,16 @@ def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str,
     return float(replay(requests, local)[SERVED_METRIC_COLUMN[metric]].mean())
 
 
+REQUIRED_COLUMNS = ("engine", "model", "gpu", "tp", "weight_dtype", "kv_dtype", "metric",
+                    "prompt_tokens", "output_tokens", "batch", "qps", "measured", "measured_at")
+
+
 def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     """The measurements with `predicted` and `error` = predicted / measured - 1 per row."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in measurements.columns]
+    if missing:
+        raise ValueError(f"measurement table lacks column(s) {', '.join(missing)}: expected"
+                         f" {', '.join(REQUIRED_COLUMNS)}")
     predicted = [predict(catalog, row) for row in measurements.iter_rows(named=True)]
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
         error=pl.col("predicted") / pl.col("measured") - 1.0

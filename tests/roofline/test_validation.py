@@ -66,6 +66,8 @@ def test_client_rows_include_the_front_end(validated):
     with pytest.raises(ValueError, match="client"):
         predict(catalog, {**row, "measured_at": "proxy"})
     assert set(validated["measured_at"]) == {"engine", "client"}
+    with pytest.raises(ValueError, match="measured_at"):
+        validate(catalog, pl.read_csv(TABLE).drop("measured_at"))
 
 
 def test_served_rows_replay_a_poisson_stream():
