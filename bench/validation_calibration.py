@@ -8,7 +8,10 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
   (deployment burstgpt-vllm-1b-4090; fitted on TTFT only: the log's output token counts are
   estimates, so its end-to-end latencies are reported, not fitted);
 - SplitwiseSim perf_model.csv, Llama-2-70B on 2 x A100 and 2 x H100 (deployments
-  splitwise-70b-{a100,h100}-tp2; measured prefill and decode step times).
+  splitwise-70b-{a100,h100}-tp2; measured prefill and decode step times);
+- when ../shared/traces/ is there, the same BurstGPT vLLM logs ingested end to end by
+  pipelines.formats.read_trace (format detected; out_len_per_token from the engine log, as in
+  tests/fixtures/README.md) instead of the hand-built fixture.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.formats import read_trace
 from pipelines.roofline import load_catalog
 from pipelines.roofline.calibration import (
     ALL_SHAPES,
@@ -29,6 +33,8 @@ from pipelines.roofline.calibration import (
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
+SHARED_BURSTGPT = ROOT.parent / "shared" / "traces" / "burstgpt-vllm-replay-logs"
+OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}  # out_len units per generated token (engine log)
 
 
 def main(argv: list[str]) -> None:
@@ -40,6 +46,15 @@ def main(argv: list[str]) -> None:
                                schema_overrides={"request_id": pl.String})
         runs.append((f"burstgpt x{scale}", lambda r=requests: calibrate_requests(
             catalog.deployment("burstgpt-vllm-1b-4090"), r, buckets, fit_metrics=("ttft",))))
+        log = SHARED_BURSTGPT / f"detail_log_scale{scale}_prompt500.json"
+        if log.exists():
+            ingested = read_trace(log, out_len_per_token=OUT_LEN_PER_TOKEN[scale]).requests
+            runs.append((f"burstgpt x{scale} ingested by read_trace ({log.name})",
+                         lambda r=ingested: calibrate_requests(
+                             catalog.deployment("burstgpt-vllm-1b-4090"), r, buckets,
+                             fit_metrics=("ttft",))))
+        else:
+            print(f"{log} absent: the read_trace runs are skipped")
     perf_model = pl.read_csv(FIXTURES / "splitwise" / "perf_model_llama2_70b.csv")
     for hardware, name in (("a100-80gb", "splitwise-70b-a100-tp2"), ("h100-80gb", "splitwise-70b-h100-tp2")):
         steps = perf_model_steps(perf_model, "llama2-70b", hardware, 2)

@@ -90,3 +90,26 @@ def test_unknown_step_kind_is_named(catalog):
                           "context_tokens": [0] * 8, "observed_s": [0.1] * 8})
     with pytest.raises(CalibrationError, match="warmup"):
         calibrate_steps(catalog.deployment("splitwise-70b-h100-tp2"), steps, BUCKETS)
+
+
+SHARED_BURSTGPT = Path(__file__).resolve().parents[3] / "shared" / "traces" / "burstgpt-vllm-replay-logs"
+# out_len units per generated token of each run, from its engine log (tests/fixtures/README.md)
+OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}
+
+
+@pytest.mark.parametrize("scale", [100, 1000])
+def test_calibration_on_a_log_ingested_by_read_trace(catalog, scale):
+    """End to end on the shared log itself: read_trace ingests the BurstGPT vLLM detail log
+    (format detected), and its canonical requests calibrate the deployment that served it: the
+    held-out half's median TTFT comes within 10% of the observed one, from ~75-90% off."""
+    path = SHARED_BURSTGPT / f"detail_log_scale{scale}_prompt500.json"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (../shared/traces/ not mounted)")
+    from pipelines.formats import read_trace
+
+    ingested = read_trace(path, out_len_per_token=OUT_LEN_PER_TOKEN[scale])
+    assert ingested.format == "burstgpt-vllm" and ingested.rows_read == ingested.rows.height == 500
+    result = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), ingested.requests,
+                                BUCKETS, fit_metrics=("ttft",))
+    before, after = result.held_out_error("ttft", "shape_error")
+    assert before > 0.5 and after < 0.10, (before, after)
