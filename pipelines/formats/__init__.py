@@ -38,6 +38,7 @@ FORMATS = {
     "parquet": functools.partial(generic.read, fmt="parquet"),
 }
 _FIXED = {"plain", "shown", "sha256", "policies", "fmt"}
+POLICY_OPTIONS = ("duplicates", "zero_output", "failed")
 _EXPECTED = {module.FORMAT: module.EXPECTED for module in (azure, burstgpt, burstgpt_vllm, mooncake, vidur,
                                                            llmperf, aibrix, openai_usage)}
 
@@ -57,7 +58,7 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
             if name != "parquet":  # refuse empty, binary and non-UTF-8 files before parsing
                 head_text(plain, path, _EXPECTED.get(name, f"a {name} request log"))
         reader = FORMATS[name]
-        accepted = set(inspect.signature(reader).parameters) - _FIXED
+        accepted = reader_options(name)
         unknown = set(options) - accepted
         if unknown:
             raise ValueError(f"option(s) {sorted(unknown)} do not apply to format {name!r}"
@@ -69,9 +70,15 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
                                    f" expected {_EXPECTED.get(name, f'a {name} request log')}") from None
 
 
+def reader_options(name: str) -> set[str]:
+    """The format options (beyond format= and the policies) that format `name` takes."""
+    return set(inspect.signature(FORMATS[name]).parameters) - _FIXED
+
+
 def read_azure_csv(path: str | Path) -> IngestResult:
     """An Azure LLM trace, format forced (kept for callers of the first release)."""
     return read_trace(path, format=azure.FORMAT)
 
 
-__all__ = ["FORMATS", "IngestResult", "TraceFormatError", "read_azure_csv", "read_trace"]
+__all__ = ["FORMATS", "POLICY_OPTIONS", "IngestResult", "TraceFormatError", "read_azure_csv", "read_trace",
+           "reader_options"]

@@ -65,8 +65,11 @@ def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
     assert query(warehouse, "SELECT count(*), count(DISTINCT trace) FROM requests") == [(8819 + 14, 2)]
     assert query(warehouse, "SELECT prefix_block_tokens, exact_duplicates FROM trace_files WHERE format = 'mooncake'") \
         == [(512, 1)]
-    check = first.get_asset_check_evaluations()[0]
-    assert check.passed and check.metadata["files"].value == 2
+    checks = {e.check_name: e for e in first.get_asset_check_evaluations()}
+    assert checks["rows_read_equal_accepted_plus_rejected"].passed
+    assert checks["rows_read_equal_accepted_plus_rejected"].metadata["files"].value == 2
+    assert not checks["every_trace_file_ingested"].passed
+    assert checks["every_trace_file_ingested"].metadata["failed_files"].value == ["broken.csv"]
 
     again = ingest(warehouse)                       # same files: nothing read, nothing changed
     assert files_metadata(again)["files_ingested_this_run"] == 0
@@ -75,6 +78,7 @@ def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
     (inbox / "broken.csv").unlink()                 # fixed inbox: a new file adds only its rows
     shutil.copy(SAMPLES / "AzureLLMInferenceTrace_conv.csv", inbox)
     third = ingest(warehouse)
+    assert all(e.passed for e in third.get_asset_check_evaluations())
     assert files_metadata(third)["files_ingested_this_run"] == 1
     assert files_metadata(third)["files_failed"] == {}
     assert query(warehouse, "SELECT count(*) FROM requests") == [(8819 + 14 + 19366,)]

@@ -27,6 +27,7 @@ def test_asset_graph_snapshot():
         "requests:rows_read_equal_accepted_plus_rejected",
         "scenario_stages:every_scenario_replays_every_request",
         "shape_spend:every_request_has_a_shape",
+        "trace_files:every_trace_file_ingested",
     ]
 
 

@@ -4,7 +4,9 @@ Incremental and idempotent, keyed by content: a file whose sha256 is already in 
 skipped; a new or changed file has its rows swapped in (one transaction per file); a file that
 left the folder has its rows removed, so the warehouse mirrors the folder. A file that is not a
 trace fails alone: its error is logged and listed in the metadata, nothing of it is written,
-and it is tried again on the next run.
+it is tried again on the next run, and the non-blocking check `every_trace_file_ingested` fails
+until it reads (non-blocking, so the other files' rows still flow to replay and the reports).
+A file's identity is its content hash plus its sidecar options (pipelines/formats/sidecar.py).
 """
 
 import dagster as dg
@@ -14,6 +16,7 @@ from pipelines import settings
 from pipelines.defs.ingest.store import ensure_tables, forget_file, ingested, replace_file
 from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import sha256_of, trace_name
+from pipelines.formats.sidecar import canonical, file_options, is_sidecar, raw_options, sidecar_of
 from pipelines.reports.text import markdown_table
 from pipelines.warehouse import row_count
 
@@ -22,10 +25,12 @@ TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 
 
 def trace_files(folder) -> list:
-    """The log files of a folder: known suffixes, optionally .gz/.zst; not hidden, not READMEs."""
+    """The log files of a folder: known suffixes, optionally .gz/.zst; not hidden, not READMEs,
+    not option sidecars."""
     def is_trace(path) -> bool:
         name = path.name.lower().removesuffix(".gz").removesuffix(".zst")
-        return path.is_file() and not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+        return (path.is_file() and not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+                and not is_sidecar(path))
     return sorted(p for p in folder.iterdir() if is_trace(p)) if folder.is_dir() else []
 
 
@@ -38,6 +43,11 @@ def trace_files(folder) -> list:
         dg.AssetSpec("trace_files", group_name="ingest",
                      description="One row per file: format, sha256, rows read / accepted / rejected, "
                                  "policy counts"),
+    ],
+    check_specs=[dg.AssetCheckSpec(
+        "every_trace_file_ingested", asset="trace_files",
+        description="Fails while a file of the trace folder cannot be ingested; its metadata names "
+                    "each such file and why"),
     ],
 )
 def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
@@ -57,18 +67,24 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             context.log.info(f"{gone}: no longer in {folder}; its rows were removed")
         claimed = {traces[f]: f for f in traces if f in {str(p) for p in files}}
         for file in files:
-            if known.get(str(file)) == sha256_of(file):
+            try:
+                options = raw_options(file)
+            except ValueError as exc:
+                failed[file.name] = str(exc)
+                continue
+            if known.get(str(file)) == (sha256_of(file), canonical(options)):
                 continue
             owner = claimed.get(trace_name(file))
             if owner not in (None, str(file)):
                 failed[file.name] = f"{file}: its trace name {trace_name(file)!r} is taken by {owner}; rename one"
                 continue
             try:
-                result = read_trace(file)
+                result = read_trace(file, **file_options(file))
             except (TraceFormatError, ValueError) as exc:
-                failed[file.name] = str(exc)
+                sidecar = str(sidecar_of(file))
+                failed[file.name] = f"{exc} (options from {sidecar})" if options and sidecar not in str(exc) else str(exc)
                 continue
-            replace_file(conn, result, traces.get(str(file)))
+            replace_file(conn, result, traces.get(str(file)), canonical(options))
             claimed[result.trace] = str(file)
             added.append(result.file_row())
             context.log.info(f"{file.name}: {result.format}, {result.rows_read} rows read, "
@@ -77,6 +93,20 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             context.log.error(message)
         for table in INGEST_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata=_metadata(conn, table, added, failed))
+    yield _failed_files_check(folder, len(files), failed)
+
+
+def _failed_files_check(folder, total: int, failed: dict) -> dg.AssetCheckResult:
+    listed = "\n".join(f"- `{name}`: {reason}" for name, reason in sorted(failed.items()))
+    return dg.AssetCheckResult(
+        check_name="every_trace_file_ingested", asset_key="trace_files", passed=not failed,
+        metadata={
+            "folder": dg.MetadataValue.path(str(folder)),
+            "files": dg.MetadataValue.int(total),
+            "failed_files": dg.MetadataValue.json(sorted(failed)),
+            "reasons": dg.MetadataValue.md(listed or "every file ingested"),
+        },
+    )
 
 
 def _metadata(conn, table: str, added: list[dict], failed: dict) -> dict:

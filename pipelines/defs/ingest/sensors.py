@@ -1,7 +1,8 @@
 """The trace inbox: a sensor on the trace folder (FLEETSPEND_TRACE_DIR) that asks for an ingest
 run (and everything downstream of it) when a log file appears or changes.
 
-The cursor is the folder's listing as {path: "size:mtime_ns"}: cheap to take every 60 s even
+The cursor is the folder's listing as {path: "size:mtime_ns"} (plus the same of the file's
+option sidecar, when it has one, so editing a sidecar asks for a run): cheap to take every 60 s even
 for GB-sized logs (content hashes are taken by the run itself, which skips files it already
 holds, so a touched but unchanged file costs one hash and no rows).
 """
@@ -13,6 +14,7 @@ import dagster as dg
 
 from pipelines import settings
 from pipelines.defs.ingest.assets import INGEST_TABLES, trace_files
+from pipelines.formats.sidecar import sidecar_of
 
 ingest_job = dg.define_asset_job(
     "ingest_new_traces",
@@ -27,8 +29,8 @@ def trace_inbox_sensor(context: dg.SensorEvaluationContext):
     seen = json.loads(context.cursor) if context.cursor else {}
     listing = {}
     for path in trace_files(folder):
-        stat = path.stat()
-        listing[str(path)] = f"{stat.st_size}:{stat.st_mtime_ns}"
+        stamps = [f"{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in (path, sidecar_of(path)) if p.exists()]
+        listing[str(path)] = "|".join(stamps)
     new = sorted(path for path, stamp in listing.items() if seen.get(path) != stamp)
     context.update_cursor(json.dumps(listing, sort_keys=True))
     if not new:

@@ -17,7 +17,7 @@ from pipelines.warehouse import run_sql
 TRACE_FILES_SCHEMA = {
     "file": pl.String, "trace": pl.String, "format": pl.String, "sha256": pl.String,
     "rows_read": pl.Int64, "rows_accepted": pl.Int64, "rows_rejected": pl.Int64,
-    **dict.fromkeys(COUNTS, pl.Int64), "prefix_block_tokens": pl.Int64,
+    **dict.fromkeys(COUNTS, pl.Int64), "prefix_block_tokens": pl.Int64, "options": pl.String,
 }
 COLUMNS = {"requests": [*REQUESTS_SCHEMA, "line"], "rejected_requests": list(REJECTED_SCHEMA),
            "trace_files": list(TRACE_FILES_SCHEMA)}
@@ -44,9 +44,11 @@ def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
             conn.unregister("_empty")
 
 
-def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """file -> sha256 of every file in trace_files."""
-    return dict(conn.execute("SELECT file, sha256 FROM trace_files").fetchall())
+def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
+    """file -> (sha256, sidecar options as canonical JSON) of every file in trace_files: the
+    identity a file must keep to be skipped."""
+    return {file: (sha256, options) for file, sha256, options in
+            conn.execute("SELECT file, sha256, options FROM trace_files").fetchall()}
 
 
 def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
@@ -78,9 +80,11 @@ def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> N
         conn.unregister("_incoming")
 
 
-def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None) -> None:
-    """Swap one file's rows in all three tables, atomically."""
-    row = result.file_row()
+def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None,
+                 options: str = "{}") -> None:
+    """Swap one file's rows in all three tables, atomically; `options` is the canonical text of
+    the file's sidecar options (pipelines/formats/sidecar.py)."""
+    row = {**result.file_row(), "options": options}
     conn.execute("BEGIN TRANSACTION")
     try:
         _delete(conn, row["file"], old_trace or row["trace"])

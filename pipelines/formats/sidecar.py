@@ -1,0 +1,92 @@
+"""Per-file options for folder ingest: a sidecar `<file>.fleetspend.json` beside a log file.
+
+Folder ingest (the Dagster asset, the inbox) calls read_trace with no arguments, so a file that
+needs some — a BurstGPT vLLM log (`out_len_per_token`), a generic CSV / JSONL / Parquet log
+(`format`, `columns`, `time_unit`), an LLMPerf file (`concurrency`), a forced format, a policy
+other than the default, a `start_time` for a relative clock — carries them in a JSON object
+next to it, under the log's full name plus `.fleetspend.json`:
+
+    detail_log_scale100_prompt500.json.fleetspend.json
+    {"format": "burstgpt-vllm", "out_len_per_token": 6.56}
+
+The keys are read_trace's keyword arguments; `start_time` is an ISO 8601 text. A sidecar is
+checked before the log is read: a file that is not a JSON object, an unknown key, a key that
+the named format does not take, or an unknown format fails that log alone, with one message
+naming the sidecar and the key. A sidecar is part of its log's identity: the ingest stores the
+options (`canonical` text) beside the content hash, so editing a sidecar re-ingests the log.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from pipelines.formats import FORMATS, POLICY_OPTIONS, reader_options
+
+SUFFIX = ".fleetspend.json"
+
+
+class OptionsError(ValueError):
+    """A sidecar that cannot be used; the message names the sidecar and the key."""
+
+
+def sidecar_of(path: Path) -> Path:
+    return path.with_name(path.name + SUFFIX)
+
+
+def is_sidecar(path: Path) -> bool:
+    return path.name.lower().endswith(SUFFIX)
+
+
+def _known_keys(format: str | None) -> set[str]:
+    """Every key a sidecar may hold: for a named format, exactly the options it takes."""
+    names = [format] if format is not None else list(FORMATS)
+    return {"format", *POLICY_OPTIONS}.union(*(reader_options(name) for name in names))
+
+
+def raw_options(path: Path) -> dict:
+    """The sidecar of `path` as a checked JSON object ({} when there is none)."""
+    sidecar = sidecar_of(path)
+    if not sidecar.is_file():
+        return {}
+    try:
+        options = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OptionsError(f"{sidecar}: not valid JSON ({exc}); expected a JSON object of read_trace "
+                           f"options for {path.name}, e.g. {{\"format\": \"csv\", \"time_unit\": \"s\", ...}}") from None
+    if not isinstance(options, dict):
+        raise OptionsError(f"{sidecar}: holds a JSON {type(options).__name__}; expected a JSON object of "
+                           f"read_trace options for {path.name}")
+    format = options.get("format")
+    if format is not None and format not in FORMATS:
+        raise OptionsError(f"{sidecar}: key 'format' is {format!r}; expected one of {sorted(FORMATS)}")
+    allowed = _known_keys(format)
+    for key in sorted(options):
+        if key not in allowed:
+            scope = f"format {format!r}" if format is not None else "any format"
+            raise OptionsError(f"{sidecar}: key {key!r} is not an option of {scope}; "
+                               f"expected one of {sorted(allowed)}")
+    return options
+
+
+def file_options(path: Path) -> dict:
+    """read_trace keyword arguments for `path` from its sidecar (start_time parsed)."""
+    options = dict(raw_options(path))
+    columns = options.get("columns")
+    if columns is not None and not (isinstance(columns, dict) and all(isinstance(v, str) for v in columns.values())):
+        raise OptionsError(f"{sidecar_of(path)}: key 'columns' is {columns!r}; expected a JSON object mapping "
+                           f"arrival, prompt_tokens, output_tokens (...) to the file's column names")
+    if "start_time" in options:
+        text = options["start_time"]
+        try:
+            options["start_time"] = dt.datetime.fromisoformat(text)
+        except (TypeError, ValueError):
+            raise OptionsError(f"{sidecar_of(path)}: key 'start_time' is {text!r}; expected an ISO 8601 "
+                               f"date-time text such as \"2024-05-10T00:00:00Z\"") from None
+    return options
+
+
+def canonical(options: dict) -> str:
+    """The options as one stable text, stored in trace_files so a changed sidecar re-ingests."""
+    return json.dumps(options, sort_keys=True, separators=(",", ":"))

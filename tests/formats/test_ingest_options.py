@@ -1,0 +1,191 @@
+"""Per-file options in folder ingest (sidecar `<file>.fleetspend.json`), part of a file's
+identity, and the check that fails while a file of the folder cannot be ingested."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from pipelines.defs.ingest import assets as ingest_assets
+from pipelines.defs.ingest.sensors import trace_inbox_sensor
+from pipelines.formats import read_trace
+from pipelines.formats.sidecar import OptionsError, file_options
+
+PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
+GENERIC = "ts,in,out,team\n0.5,100,10,a\n2.0,200,20,b\n1.0,x,30,c\n"
+MAPPING = {"format": "csv", "columns": {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out",
+                                        "tenant": "team"}, "time_unit": "s"}
+
+
+@pytest.fixture()
+def inbox(tmp_path, monkeypatch):
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
+    return folder
+
+
+def ingest(warehouse: Path) -> dg.ExecuteInProcessResult:
+    result = dg.materialize([ingest_assets.ingested_traces],
+                            resources={"duckdb": DuckDBResource(database=str(warehouse))})
+    assert result.success          # the check is not blocking: a bad file never fails the run
+    return result
+
+
+def check_of(result) -> dg.AssetCheckEvaluation:
+    (evaluation,) = [e for e in result.get_asset_check_evaluations() if e.check_name == "every_trace_file_ingested"]
+    return evaluation
+
+
+def ingested_count(result) -> int:
+    mats = [m for m in result.asset_materializations_for_node("ingested_traces")
+            if m.asset_key.to_user_string() == "trace_files"]
+    return mats[0].metadata["files_ingested_this_run"].value
+
+
+def query(warehouse: Path, sql: str):
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def write_sidecar(log: Path, options) -> Path:
+    sidecar = log.with_name(log.name + ".fleetspend.json")
+    sidecar.write_text(json.dumps(options))
+    return sidecar
+
+
+def test_generic_csv_needs_a_sidecar_and_a_changed_sidecar_reingests(inbox, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    log = inbox / "team_log.csv"
+    log.write_text(GENERIC)
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+
+    first = ingest(warehouse)                              # no options: the generic log fails alone
+    check = check_of(first)
+    assert not check.passed
+    assert check.metadata["failed_files"].value == ["team_log.csv"]
+    assert check.metadata["files"].value == 2
+    assert "team_log.csv" in check.metadata["reasons"].value and "cannot tell the log format" in \
+        check.metadata["reasons"].value
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(20,)]
+
+    write_sidecar(log, MAPPING)                            # options given: it ingests, the check passes
+    second = ingest(warehouse)
+    assert check_of(second).passed and check_of(second).metadata["failed_files"].value == []
+    assert ingested_count(second) == 1
+    assert query(warehouse, "SELECT arrival_s, prompt_tokens, tenant FROM requests WHERE trace = 'team_log' "
+                            "ORDER BY arrival_s") == [(0.0, 100, "a"), (1.5, 200, "b")]
+    assert query(warehouse, "SELECT rows_read, rows_accepted, rows_rejected, format, options FROM trace_files "
+                            "WHERE trace = 'team_log'") == \
+        [(3, 2, 1, "csv", json.dumps(MAPPING, sort_keys=True, separators=(",", ":")))]
+
+    assert ingested_count(ingest(warehouse)) == 0          # same content, same options: skipped
+
+    write_sidecar(log, {**MAPPING, "time_unit": "ms"})     # same content, new options: re-ingested
+    fourth = ingest(warehouse)
+    assert ingested_count(fourth) == 1
+    assert query(warehouse, "SELECT max(arrival_s) FROM requests WHERE trace = 'team_log'") == [(0.0015,)]
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(22,)]
+    assert query(warehouse, "SELECT count(*) FROM trace_files") == [(2,)]
+
+
+def test_sidecar_options_equal_read_trace_options(inbox, tmp_path):
+    """LLMPerf's client concurrency from a sidecar gives exactly read_trace(concurrency=5)."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "lepton_7b.json", inbox)
+    write_sidecar(inbox / "lepton_7b.json", {"concurrency": 5, "failed": "reject"})
+    ingest(warehouse)
+    expected = read_trace(PUBLIC / "lepton_7b.json", concurrency=5, failed="reject")
+    assert query(warehouse, "SELECT count(*), sum(arrival_s) FROM requests") == \
+        [(expected.requests.height, pytest.approx(expected.requests["arrival_s"].sum()))]
+    assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(expected.rejected.height,)]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"concurency": 5}, "key 'concurency' is not an option of any format"),
+    ({"format": "csv", "concurrency": 5}, "key 'concurrency' is not an option of format 'csv'"),
+    ({"format": "tsv"}, "key 'format' is 'tsv'; expected one of"),
+    ({**MAPPING, "columns": ["ts", "in", "out"]}, "key 'columns' is ['ts', 'in', 'out']; expected a JSON object"),
+    ({**MAPPING, "start_time": "yesterday"}, "key 'start_time' is 'yesterday'; expected an ISO 8601"),
+    (["csv"], "holds a JSON list; expected a JSON object"),
+])
+def test_bad_sidecar_is_one_message_naming_it_and_the_key(tmp_path, options, message):
+    log = tmp_path / "t.csv"
+    log.write_text(GENERIC)
+    sidecar = write_sidecar(log, options)
+    with pytest.raises(OptionsError) as info:
+        file_options(log)
+    assert str(info.value).startswith(f"{sidecar}: ") and message in str(info.value)
+
+
+def test_sidecar_that_is_not_json(tmp_path):
+    log = tmp_path / "t.csv"
+    sidecar = log.with_name("t.csv.fleetspend.json")
+    sidecar.write_text("{format: csv}")
+    with pytest.raises(OptionsError, match="not valid JSON"):
+        file_options(log)
+
+
+def test_start_time_from_a_sidecar(tmp_path):
+    log = tmp_path / "t.csv"
+    log.write_text(GENERIC)
+    write_sidecar(log, {**MAPPING, "start_time": "2024-05-10T08:00:00Z"})
+    rows = read_trace(log, **file_options(log)).requests
+    assert str(rows["arrival_ts"][0]) == "2024-05-10 08:00:00+00:00"
+
+
+def test_bad_sidecar_fails_its_file_alone_and_names_it(inbox, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    (inbox / "t.csv").write_text(GENERIC)
+    sidecar = write_sidecar(inbox / "t.csv", {**MAPPING, "time_unt": "s"})
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    check = check_of(ingest(warehouse))
+    assert check.metadata["failed_files"].value == ["t.csv"]
+    assert f"{sidecar}: key 'time_unt'" in check.metadata["reasons"].value
+    assert query(warehouse, "SELECT count(*) FROM trace_files") == [(1,)]   # the sidecar is no trace
+
+
+def test_option_that_does_not_apply_to_the_detected_format_names_the_sidecar(inbox, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    sidecar = write_sidecar(inbox / "vidur_splitwise_code.excerpt.csv", {"concurrency": 5})
+    reasons = check_of(ingest(warehouse)).metadata["reasons"].value
+    assert "['concurrency'] do not apply to format 'vidur'" in reasons and str(sidecar) in reasons
+
+
+def test_sensor_asks_for_a_run_when_a_sidecar_changes(inbox):
+    log = inbox / "t.csv"
+    log.write_text(GENERIC)
+    context = dg.build_sensor_context(cursor=None)
+    assert isinstance(trace_inbox_sensor(context), dg.RunRequest)
+    write_sidecar(log, MAPPING)
+    context = dg.build_sensor_context(cursor=context.cursor)
+    request = trace_inbox_sensor(context)
+    assert isinstance(request, dg.RunRequest) and request.tags["fleetspend/new_trace_files"] == "1"
+    context = dg.build_sensor_context(cursor=context.cursor)
+    assert isinstance(trace_inbox_sensor(context), dg.SkipReason)
+
+
+SHARED_VLLM = Path(__file__).resolve().parents[3] / "shared" / "traces" / "burstgpt-vllm-replay-logs"
+
+
+@pytest.mark.skipif(not SHARED_VLLM.is_dir(), reason=f"public traces not present at {SHARED_VLLM}")
+def test_burstgpt_vllm_log_ingests_from_the_folder_with_its_sidecar(inbox, tmp_path):
+    """The real BurstGPT vLLM detail log fails without out_len_per_token, ingests with it."""
+    warehouse = tmp_path / "w.duckdb"
+    log = inbox / "detail_log_scale100_prompt500.json"
+    shutil.copy(SHARED_VLLM / log.name, log)
+    check = check_of(ingest(warehouse))
+    assert check.metadata["failed_files"].value == [log.name]
+    assert "needs out_len_per_token=" in check.metadata["reasons"].value
+    write_sidecar(log, {"format": "burstgpt-vllm", "out_len_per_token": 6.56})
+    assert check_of(ingest(warehouse)).passed
+    assert query(warehouse, "SELECT count(*), count(observed_ttft_s) FROM requests") == [(500, 500)]
+    assert query(warehouse, "SELECT sum(output_tokens) FROM requests") == \
+        [(read_trace(log, out_len_per_token=6.56).requests["output_tokens"].sum(),)]
