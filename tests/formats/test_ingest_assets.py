@@ -22,14 +22,6 @@ SAMPLES = ROOT / "data" / "samples"
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 
 
-@pytest.fixture()
-def inbox(tmp_path, monkeypatch):
-    folder = tmp_path / "inbox"
-    folder.mkdir()
-    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
-    return folder
-
-
 def ingest(warehouse: Path) -> dg.ExecuteInProcessResult:
     result = dg.materialize(
         [ingest_assets.ingested_traces, ingest_checks.rows_read_equal_accepted_plus_rejected],

@@ -23,14 +23,6 @@ MAPPING = {"format": "csv", "columns": {"arrival": "ts", "prompt_tokens": "in", 
                                         "tenant": "team"}, "time_unit": "s"}
 
 
-@pytest.fixture()
-def inbox(tmp_path, monkeypatch):
-    folder = tmp_path / "inbox"
-    folder.mkdir()
-    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
-    return folder
-
-
 def ingest(warehouse: Path) -> dg.ExecuteInProcessResult:
     result = dg.materialize([ingest_assets.ingested_traces],
                             resources={"duckdb": DuckDBResource(database=str(warehouse))})

@@ -1,0 +1,14 @@
+"""Shared fixtures of the format and ingest tests."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture()
+def inbox(tmp_path, monkeypatch):
+    """An empty trace folder, set as FLEETSPEND_TRACE_DIR."""
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
+    return folder
