@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from pipelines.replay.engine import simulate
+from pipelines.replay.engine import ROUTERS, simulate
 from pipelines.roofline.deployment import Deployment
 
 STAGE_COLUMNS = [
@@ -80,8 +80,20 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     return frame
 
 
-def replay_fleet(requests: pl.DataFrame, deployment: Deployment, bin_s: float = 60.0) -> ReplayResult:
-    """Replay on every replica of `deployment`; per-request stages plus the fleet timeline."""
+def replay_fleet(
+    requests: pl.DataFrame, deployment: Deployment, bin_s: float = 60.0, *,
+    router: str = "least_outstanding",
+) -> ReplayResult:
+    """Replay on every replica of `deployment`; per-request stages plus the fleet timeline.
+
+    `router` is one of engine.ROUTERS (round_robin, least_outstanding, least_kv). The KV block
+    size, chunked prefill and the other scheduler limits are the deployment's
+    (`deployment.scheduler`; `catalog.build(..., kv_block_tokens=32)` for another block size).
+    """
+    if router not in ROUTERS:
+        raise ReplayError(f"router={router!r}: expected one of {', '.join(ROUTERS)}")
+    if not bin_s > 0:
+        raise ReplayError(f"bin_s={bin_s!r}: expected a positive number of seconds")
     frame = _validated(requests, deployment)
     sched = deployment.scheduler
     if frame.height == 0:
@@ -95,7 +107,7 @@ def replay_fleet(requests: pl.DataFrame, deployment: Deployment, bin_s: float = 
         deployment.coefficients,
         deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
         sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
-        sched.kv_block_tokens, float(bin_s),
+        sched.kv_block_tokens, float(bin_s), ROUTERS[router],
     )
     if np.isnan(finished).any():
         raise ReplayError(
@@ -130,9 +142,13 @@ def replay_fleet(requests: pl.DataFrame, deployment: Deployment, bin_s: float = 
 
 
 def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float) -> pl.DataFrame:
-    """Per replica and bin within [0, span): busy share, means over the bin, idle GPU-seconds."""
+    """Per replica and bin within [0, span): busy share, means over the bin, idle GPU-seconds.
+
+    mean_batch and mean_kv_use (share of the KV capacity holding tokens) are taken at step
+    start and held for the step; mean_queue and mean_running (admitted, not finished) are exact
+    time-averages, so sum((mean_queue + mean_running) * bin_s) = sum(finished - arrival)."""
     replicas, bins = timeline.shape[1], int(np.ceil(span / bin_s))
-    busy, batch, kv, queue = (timeline[k, :, :bins].ravel() for k in range(4))
+    busy, batch, kv, queue, running = (timeline[k, :, :bins].ravel() for k in range(5))
     start = np.tile(np.arange(bins) * bin_s, replicas)
     covered = np.minimum(start + bin_s, span) - start
     return pl.DataFrame({
@@ -143,11 +159,13 @@ def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float
         "mean_batch": batch / covered,
         "mean_kv_use": kv / covered,
         "mean_queue": queue / covered,
+        "mean_running": running / covered,
         "busy_gpu_s": busy * gpus,
         "idle_gpu_s": np.maximum(covered - busy, 0.0) * gpus,
     })
 
 
-def replay(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
+def replay(requests: pl.DataFrame, deployment: Deployment, *,
+           router: str = "least_outstanding") -> pl.DataFrame:
     """One row per request with the `request_stages` columns (see module docstring)."""
-    return replay_fleet(requests, deployment).stages
+    return replay_fleet(requests, deployment, router=router).stages

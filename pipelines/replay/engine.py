@@ -1,18 +1,27 @@
 """The compiled replay loop: iteration-level continuous batching over a fleet of replicas.
 
-Semantics (vLLM-like; one truth for everything downstream):
+Semantics (vLLM-like; one truth for everything downstream, and for the plain-Python reference
+simulator in tests/replay/reference.py, which must agree with this loop to 1e-9):
 
 - Time advances by events: the next arrival, or the end of the step some replica is running.
   Arrivals at the same instant as a step end are handled first, so they can join the next step;
   an idle replica that receives a request schedules a step at that instant the same way.
-- Router: each arrival goes to the replica with the fewest outstanding (waiting + running)
-  requests, lowest index on ties. It never moves afterwards.
+  Several replicas ending a step at the same instant are served lowest index first.
+- Router (`ROUTERS`), deciding once per request at its arrival; it never moves afterwards:
+    - round robin: the i-th request (in arrival order) goes to replica i mod replicas;
+    - least outstanding (default): the replica with the fewest outstanding (waiting + running)
+      requests;
+    - least KV load: the replica whose outstanding requests' prompts hold or will need the
+      fewest KV tokens (the sum of their prompt tokens: what is known without looking into
+      the future and without waiting for a step to end).
+  Ties go to the lowest replica index.
 - Per replica, an FCFS waiting queue and a running set of at most `max_seqs` sequences.
   A step is formed whenever the replica is free and has work:
     1. every running sequence that has finished its prefill decodes one token; it needs a KV
-       slot for that token, and when no KV block is free the most recently admitted running
-       sequence is preempted (recompute: its KV is freed, it goes to the *front* of the queue
-       and later re-prefills prompt + generated tokens; its preemption count grows);
+       slot for that token (KV is allocated in blocks of `block_tokens`), and when no block is
+       free the most recently admitted running sequence is preempted (recompute: its KV is
+       freed, it goes to the *front* of the queue and later re-prefills prompt + generated
+       tokens; its preemption count grows);
     2. running sequences still in prefill take the next chunk from the step's token budget
        (`max_batched_tokens` minus the decodes), when chunked prefill is on;
     3. waiting sequences are admitted in FCFS order while a sequence slot is free, the token
@@ -36,9 +45,31 @@ resource: memory-bound -> an equal share of the weight read plus each sequence's
 overhead and all-reduce) is split equally. A sequence's GPU-seconds in a step count as prefill
 when it was prefilling, as decode otherwise. Time a replica runs no step is idle.
 
-Fleet timeline: per replica and time bin, the seconds a step was running (busy), and the
-time-integrals of the batch size, the KV-cache fill and the waiting-queue length, each taken at
-step start and held for the step (the engine only looks at the state at step boundaries).
+Fleet timeline, per replica and time bin: [0] seconds a step was running (busy); time-integrals
+of [1] the step's batch (sequences in the step) and [2] the KV tokens held at step start, each
+held for the step; and the exact time-integrals of [3] the waiting queue and [4] the running set
+(admitted, not finished), which change at arrivals, admissions, preemptions and completions —
+so that Little's law holds on the timeline: sum of [3] + [4] = sum of (finished - arrival).
+
+How it is fast (the semantics above are those of a step-by-step loop; the speed-ups change no
+result beyond floating-point rounding):
+
+- Runs of identical decode steps. When a formed step is decodes only (no prefill chunk, no
+  admission, every running sequence in it), the following steps are the same batch with every
+  context one token longer, until the first sequence completes, a request arrives at this
+  replica, or KV blocks could run short. Such a run of K steps is scheduled as one event.
+  Within it, with S_k = S_0 + k * B the context tokens of step k over a batch of B sequences,
+  compute_s(k) and memory_s(k) are affine in k (step.py), so the bound flips at most once and
+  the step-time sum over each piece of constant bound is the arithmetic series
+  n * (d_first + d_last) / 2, with d_first and d_last from step_cost itself. Attribution is
+  closed-form too: in a memory-bound step sequence i's share of the roofline time is its bytes
+  over the bandwidth, (W / B + K_tok * (ctx_i + k + 1)) / B_eff; in a compute-bound step its
+  FLOPs over the FLOP rate, (F_tok + F_attn * (ctx_i + k)) / P_eff; both affine in k, summed in
+  O(1) per sequence. An arrival routed to a replica in a run cuts the run after the step that
+  is running at that instant (binary search over the closed-form step ends).
+  KV safety: a run is at most 1 + block_tokens * floor(free_blocks / B) steps long, since no
+  sequence needs more than ceil((K - 1) / block_tokens) new blocks in K - 1 further steps.
+- The next step end is found in a min-tree over replicas (O(log replicas) per update).
 """
 
 from __future__ import annotations
@@ -49,6 +80,10 @@ from numba import njit
 from pipelines.roofline import step as roofline
 
 NO_REPLICA = -1
+ROUND_ROBIN, LEAST_OUTSTANDING, LEAST_KV = 0, 1, 2
+ROUTERS = {"round_robin": ROUND_ROBIN, "least_outstanding": LEAST_OUTSTANDING,
+           "least_kv": LEAST_KV}
+TIMELINE_SERIES = 5  # busy, batch, kv tokens, waiting, running (time-integrals)
 
 
 @njit(cache=True)
@@ -57,8 +92,19 @@ def _blocks(tokens, block):
 
 
 @njit(cache=True)
-def _accumulate(timeline, r, t0, t1, bin_s, batch, kv_fill, queue):
-    """Spread [t0, t1) of one replica's step over the time bins it touches."""
+def _grow(timeline, t1, bin_s):
+    """The timeline array, grown so that time t1 has a bin."""
+    last_bin = int(t1 // bin_s)
+    if last_bin < timeline.shape[2]:
+        return timeline
+    grown = np.zeros((timeline.shape[0], timeline.shape[1], 2 * last_bin + 2))
+    grown[:, :, : timeline.shape[2]] = timeline
+    return grown
+
+
+@njit(cache=True)
+def _accumulate(timeline, r, t0, t1, bin_s, batch, kv_tokens):
+    """Spread one step [t0, t1) of replica r over the time bins it touches."""
     b = int(t0 // bin_s)
     while True:
         lo = max(t0, b * bin_s)
@@ -67,26 +113,127 @@ def _accumulate(timeline, r, t0, t1, bin_s, batch, kv_fill, queue):
             dt = hi - lo
             timeline[0, r, b] += dt
             timeline[1, r, b] += dt * batch
-            timeline[2, r, b] += dt * kv_fill
-            timeline[3, r, b] += dt * queue
+            timeline[2, r, b] += dt * kv_tokens
         if (b + 1) * bin_s >= t1:
             return
         b += 1
 
 
 @njit(cache=True)
+def _hold(timeline, r, t0, t1, bin_s, waiting, running):
+    """Add the waiting and running counts, constant over [t0, t1), to replica r's bins."""
+    if t1 <= t0 or (waiting == 0 and running == 0):
+        return
+    b = int(t0 // bin_s)
+    while True:
+        lo = max(t0, b * bin_s)
+        hi = min(t1, (b + 1) * bin_s)
+        if hi > lo:
+            timeline[3, r, b] += (hi - lo) * waiting
+            timeline[4, r, b] += (hi - lo) * running
+        if (b + 1) * bin_s >= t1:
+            return
+        b += 1
+
+
+# ---- runs of identical decode steps ----------------------------------------------------------
+
+@njit(cache=True)
+def _decode_step(coef, batch, s0, k):
+    """(duration, compute-bound?) of decode step k of a run: batch B, contexts S_0 + k B."""
+    ctx = s0 + k * batch
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, batch, ctx, ctx, batch)
+    return max(compute_s, memory_s) + fixed_s, compute_s >= memory_s
+
+
+@njit(cache=True)
+def _flip(coef, batch, s0, steps):
+    """First step index of a run whose bound differs from step 0's (steps if none): the
+    difference compute_s - memory_s is affine in k, so it changes sign at most once."""
+    _, bound0 = _decode_step(coef, batch, s0, 0.0)
+    _, bound_last = _decode_step(coef, batch, s0, float(steps - 1))
+    if bound_last == bound0:
+        return steps
+    lo, hi = 1, steps - 1   # the flip is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _decode_step(coef, batch, s0, float(mid))[1] == bound0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _series(coef, batch, s0, k0, k1):
+    """Sums over steps k0..k1 (one bound) of the duration d_k and of k * d_k (d is affine)."""
+    n = k1 - k0 + 1
+    d0 = _decode_step(coef, batch, s0, float(k0))[0]
+    d1 = _decode_step(coef, batch, s0, float(k1))[0]
+    total = n * (d0 + d1) / 2.0
+    slope = (d1 - d0) / (n - 1) if n > 1 else 0.0
+    j_sum = n * (n - 1) / 2.0
+    j2_sum = (n - 1) * n * (2 * n - 1) / 6.0
+    k_weighted = k0 * total + d0 * j_sum + slope * j2_sum
+    return total, k_weighted
+
+
+@njit(cache=True)
+def _run_sums(coef, batch, s0, flip, k0, k1):
+    """(sum d_k, sum k d_k) over steps k0..k1 of a run whose bound flips at step `flip`."""
+    total = 0.0
+    weighted = 0.0
+    if k0 < flip:
+        a, b = _series(coef, batch, s0, k0, min(k1, flip - 1))
+        total += a
+        weighted += b
+    if k1 >= flip:
+        a, b = _series(coef, batch, s0, max(k0, flip), k1)
+        total += a
+        weighted += b
+    return total, weighted
+
+
+@njit(cache=True)
+def _first_end_at_or_after(coef, batch, s0, flip, t0, steps, t):
+    """Index of the first step of a run (started at t0) that ends at or after time t."""
+    lo, hi = 0, steps - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if t0 + _run_sums(coef, batch, s0, flip, 0, mid)[0] >= t:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+# ---- the next step end: a min-tree over replicas ---------------------------------------------
+
+@njit(cache=True)
+def _tree_set(tree, leaves, busy_until, r):
+    """Replica r's step end changed: refresh the path to the root (ties: lowest index)."""
+    node = (leaves + r) // 2
+    while node >= 1:
+        a, b = tree[2 * node], tree[2 * node + 1]
+        if b >= 0 and (a < 0 or busy_until[b] < busy_until[a]):
+            tree[node] = b
+        else:
+            tree[node] = a
+        node //= 2
+
+
+@njit(cache=True)
 def simulate(
     arrival, prompt, output, cached, coef, replicas, max_seqs, max_batched_tokens,
-    chunked_prefill, kv_capacity_blocks, block_tokens, bin_s,
+    chunked_prefill, kv_capacity_blocks, block_tokens, bin_s, router,
 ):
     """Replay requests (sorted by arrival) on `replicas` identical replicas.
 
     Returns per-request arrays (replica, admitted, first token, finished, preemptions,
     prefill GPU-s, decode GPU-s, compute-bound GPU-s) and the timeline array
-    [4, replicas, bins] of busy seconds and batch / KV-fill / queue time-integrals.
+    [TIMELINE_SERIES, replicas, bins] (see the module docstring). GPU-seconds are per GPU.
     """
     n = arrival.shape[0]
-    tp_gpus = 1.0  # coef is per GPU; the caller scales GPU-seconds by GPUs per replica
     replica = np.full(n, NO_REPLICA, np.int64)
     admitted = np.full(n, np.nan)
     first = np.full(n, np.nan)
@@ -106,49 +253,169 @@ def simulate(
     head = np.full(replicas, -1, np.int64)
     tail = np.full(replicas, -1, np.int64)
     waiting = np.zeros(replicas, np.int64)
+    prompt_load = np.zeros(replicas, np.int64)   # prompt tokens of outstanding requests
     running = np.full((replicas, max_seqs), -1, np.int64)
     n_run = np.zeros(replicas, np.int64)
     used_blocks = np.zeros(replicas, np.int64)
     busy_until = np.full(replicas, np.inf)
+    held_since = np.zeros(replicas)              # last change of waiting / running counts
+    # the replica's current run of decode steps (run_steps 0: a mixed step)
+    run_steps = np.zeros(replicas, np.int64)
+    run_t0 = np.zeros(replicas)
+    run_s0 = np.zeros(replicas)
+    run_flip = np.zeros(replicas, np.int64)
+
+    leaves = 1
+    while leaves < replicas:
+        leaves *= 2
+    tree = np.full(2 * leaves, -1, np.int64)
+    for k in range(replicas):
+        tree[leaves + k] = k
+    for k in range(replicas):
+        _tree_set(tree, leaves, busy_until, k)
 
     bins = int(arrival[n - 1] // bin_s) + 2 if n > 0 else 1
-    timeline = np.zeros((4, replicas, bins))
+    timeline = np.zeros((TIMELINE_SERIES, replicas, bins))
+    capacity_tokens = float(kv_capacity_blocks * block_tokens)
+    kv_bytes = coef[roofline.KV_BYTES_PER_TOKEN]
+    flops_tok = coef[roofline.FLOPS_PER_TOKEN]
+    flops_pair = coef[roofline.ATTN_FLOPS_PER_PAIR]
+    peak = coef[roofline.EFFECTIVE_FLOPS]
+    bandwidth = coef[roofline.EFFECTIVE_BANDWIDTH]
 
     a = 0
     while True:
         # -- next event: an arrival, or the earliest step end -------------------------------
-        r = -1
-        t_end = np.inf
-        for k in range(replicas):
-            if busy_until[k] < t_end:
-                t_end = busy_until[k]
-                r = k
+        r = tree[1]
+        t_end = busy_until[r]
         t_arr = arrival[a] if a < n else np.inf
-        if a >= n and r < 0:
+        if a >= n and t_end == np.inf:
             break
 
         if t_arr <= t_end:
             i = a
             a += 1
             best = 0
-            for k in range(1, replicas):
-                if waiting[k] + n_run[k] < waiting[best] + n_run[best]:
-                    best = k
+            if router == ROUND_ROBIN:
+                best = i % replicas
+            elif router == LEAST_OUTSTANDING:
+                for k in range(1, replicas):
+                    if waiting[k] + n_run[k] < waiting[best] + n_run[best]:
+                        best = k
+            else:
+                for k in range(1, replicas):
+                    if prompt_load[k] < prompt_load[best]:
+                        best = k
             replica[i] = best
+            timeline = _grow(timeline, t_arr, bin_s)
+            _hold(timeline, best, held_since[best], t_arr, bin_s, waiting[best], n_run[best])
+            held_since[best] = t_arr
             if tail[best] < 0:
                 head[best] = i
             else:
                 queue_next[tail[best]] = i
             tail[best] = i
             waiting[best] += 1
+            prompt_load[best] += prompt[i]
             if busy_until[best] == np.inf:
                 # An idle replica starts its next step "now", but through the event queue, so
                 # every request arriving at this same instant joins that first step.
                 busy_until[best] = t_arr
+                _tree_set(tree, leaves, busy_until, best)
+            elif run_steps[best] > 1 and busy_until[best] > t_arr:
+                # cut the run after the step running at t_arr: the request joins the next one
+                last = _first_end_at_or_after(coef, float(n_run[best]), run_s0[best],
+                                              run_flip[best], run_t0[best], run_steps[best], t_arr)
+                if last + 1 < run_steps[best]:
+                    run_steps[best] = last + 1
+                    run_flip[best] = min(run_flip[best], last + 1)
+                    busy_until[best] = run_t0[best] + _run_sums(
+                        coef, float(n_run[best]), run_s0[best], run_flip[best], 0, last)[0]
+                    _tree_set(tree, leaves, busy_until, best)
             continue
+
+        t = t_end
+        timeline = _grow(timeline, t, bin_s)
+        if run_steps[r] > 0:
+            # -- a run of decode steps ends: attribute it, emit its tokens -------------------
+            steps = run_steps[r]
+            batch = float(n_run[r])
+            s0 = run_s0[r]
+            flip = run_flip[r]
+            _, bound0 = _decode_step(coef, batch, s0, 0.0)
+            m_sum, m_k = 0.0, 0.0   # steps and sum of k over memory-bound steps
+            c_sum, c_k = 0.0, 0.0
+            if flip > 0:
+                n0 = float(flip)
+                if bound0:
+                    c_sum, c_k = n0, n0 * (n0 - 1) / 2.0
+                else:
+                    m_sum, m_k = n0, n0 * (n0 - 1) / 2.0
+            if flip < steps:
+                n1 = float(steps - flip)
+                k_sum = (flip + steps - 1) * n1 / 2.0
+                if bound0:
+                    m_sum, m_k = n1, k_sum
+                else:
+                    c_sum, c_k = n1, k_sum
+            fixed = roofline.step_cost(coef, batch, s0, s0, batch)[2]
+            weight = roofline.weight_bytes(coef, batch)
+            # timeline, bin by bin (a step straddling a bin edge is split by time)
+            k = 0
+            start = run_t0[r]
+            while k < steps:
+                b = int(start // bin_s)
+                edge = (b + 1) * bin_s
+                if t <= edge:
+                    last = steps - 1
+                else:
+                    last = _first_end_at_or_after(coef, batch, s0, flip, run_t0[r], steps, edge)
+                    if run_t0[r] + _run_sums(coef, batch, s0, flip, 0, last)[0] > edge:
+                        last -= 1   # step `last` straddles the edge: split it below
+                if last >= k:
+                    total, weighted = _run_sums(coef, batch, s0, flip, k, last)
+                    timeline[0, r, b] += total
+                    timeline[1, r, b] += total * batch
+                    timeline[2, r, b] += total * s0 + weighted * batch
+                    start += total
+                    k = last + 1
+                if k < steps and t > edge:
+                    d = _decode_step(coef, batch, s0, float(k))[0]
+                    _accumulate(timeline, r, start, start + d, bin_s, batch, s0 + k * batch)
+                    start += d
+                    k += 1
+            _hold(timeline, r, held_since[r], t, bin_s, waiting[r], n_run[r])
+            held_since[r] = t
+            kept = 0
+            for j in range(n_run[r]):
+                i = running[r, j]
+                c0 = float(ctx[i])
+                own = m_sum * (weight / batch + kv_bytes * (c0 + 1.0)) / bandwidth \
+                    + m_k * kv_bytes / bandwidth
+                compute_share = c_sum * (flops_tok + flops_pair * c0) / peak + c_k * flops_pair / peak
+                decode_gpu[i] += own + compute_share + steps * fixed / batch
+                if c_sum > 0:
+                    compute_gpu[i] += compute_share + c_sum * fixed / batch
+                ctx[i] += steps
+                generated[i] += steps
+                chunk[i] = 0
+                grown = _blocks(ctx[i], block_tokens)
+                if grown > reserved[i]:
+                    used_blocks[r] += grown - reserved[i]
+                    reserved[i] = grown
+                if generated[i] >= output[i]:
+                    finished[i] = t
+                    used_blocks[r] -= reserved[i]
+                    reserved[i] = 0
+                    prompt_load[r] -= prompt[i]
+                else:
+                    running[r, kept] = i
+                    kept += 1
+            n_run[r] = kept
         else:
-            # -- the step on replica r ends: emit tokens, finish sequences ------------------
-            t = t_end
+            # -- a mixed step ends: emit tokens, finish sequences ----------------------------
+            _hold(timeline, r, held_since[r], t, bin_s, waiting[r], n_run[r])
+            held_since[r] = t
             kept = 0
             for j in range(n_run[r]):
                 i = running[r, j]
@@ -167,11 +434,14 @@ def simulate(
                     finished[i] = t
                     used_blocks[r] -= reserved[i]
                     reserved[i] = 0
+                    prompt_load[r] -= prompt[i]
                 else:
                     running[r, kept] = i
                     kept += 1
             n_run[r] = kept
-            busy_until[r] = np.inf
+        busy_until[r] = np.inf
+        _tree_set(tree, leaves, busy_until, r)
+        run_steps[r] = 0
 
         # -- form the next step on replica r at time t --------------------------------------
         free = kv_capacity_blocks - used_blocks[r]
@@ -203,9 +473,10 @@ def simulate(
                     break
             if j >= n_run[r]:
                 break
-            reserved[i] += need
-            used_blocks[r] += need
-            free -= need
+            if need > 0:
+                reserved[i] += need
+                used_blocks[r] += need
+                free -= need
             chunk[i] = 1
             budget -= 1
             j += 1
@@ -242,14 +513,16 @@ def simulate(
             budget -= chunk[h]
             prefill_in_step += chunk[h]
 
-        # -- the step's cost and its attribution --------------------------------------------
+        # -- the step: a run of decodes, or one mixed step ----------------------------------
         tokens = 0.0
         pairs = 0.0
         kv_read = 0.0
         kv_written = 0.0
+        kv_held = 0.0
         in_step = 0
         for j in range(n_run[r]):
             i = running[r, j]
+            kv_held += ctx[i]
             c = chunk[i]
             if c == 0:
                 continue
@@ -263,14 +536,27 @@ def simulate(
                 pairs += roofline.chunk_attn_pairs(float(ctx[i]), float(c))
         if in_step == 0:
             continue
+        if prefill_in_step == 0 and in_step == n_run[r]:
+            remaining_steps = output[running[r, 0]] - generated[running[r, 0]]
+            for j in range(1, n_run[r]):
+                i = running[r, j]
+                remaining_steps = min(remaining_steps, output[i] - generated[i])
+            steps = min(remaining_steps, 1 + block_tokens * (free // n_run[r]))
+            run_steps[r] = steps
+            run_t0[r] = t
+            run_s0[r] = kv_read
+            run_flip[r] = _flip(coef, tokens, kv_read, steps)
+            busy_until[r] = t + _run_sums(coef, tokens, kv_read, run_flip[r], 0, steps - 1)[0]
+            _tree_set(tree, leaves, busy_until, r)
+            continue
+
         compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, pairs, kv_read, kv_written)
         compute_bound = compute_s >= memory_s
         core_s = max(compute_s, memory_s)
         duration = core_s + fixed_s
         weight = roofline.weight_bytes(coef, tokens)
-        kv_bytes = coef[roofline.KV_BYTES_PER_TOKEN]
         total_bytes = weight + kv_bytes * (kv_read + kv_written)
-        total_flops = coef[roofline.FLOPS_PER_TOKEN] * tokens + coef[roofline.ATTN_FLOPS_PER_PAIR] * pairs
+        total_flops = flops_tok * tokens + flops_pair * pairs
         for j in range(n_run[r]):
             i = running[r, j]
             c = chunk[i]
@@ -279,11 +565,10 @@ def simulate(
             decoding = ctx[i] >= target[i]
             if compute_bound:
                 own_pairs = ctx[i] if decoding else roofline.chunk_attn_pairs(float(ctx[i]), float(c))
-                own = coef[roofline.FLOPS_PER_TOKEN] * c + coef[roofline.ATTN_FLOPS_PER_PAIR] * own_pairs
-                share = own / total_flops
+                share = (flops_tok * c + flops_pair * own_pairs) / total_flops
             else:
                 share = (weight / in_step + kv_bytes * (ctx[i] + c)) / total_bytes
-            gpu_s = (core_s * share + fixed_s / in_step) * tp_gpus
+            gpu_s = core_s * share + fixed_s / in_step
             if decoding:
                 decode_gpu[i] += gpu_s
             else:
@@ -292,14 +577,11 @@ def simulate(
                 compute_gpu[i] += gpu_s
 
         t1 = t + duration
-        last_bin = int(t1 // bin_s)
-        if last_bin >= timeline.shape[2]:
-            grown = np.zeros((4, replicas, 2 * last_bin + 2))
-            grown[:, :, : timeline.shape[2]] = timeline
-            timeline = grown
-        _accumulate(timeline, r, t, t1, bin_s, float(in_step),
-                    used_blocks[r] / kv_capacity_blocks, float(waiting[r]))
+        timeline = _grow(timeline, t1, bin_s)
+        _accumulate(timeline, r, t, t1, bin_s, float(in_step), kv_held)
         busy_until[r] = t1
+        _tree_set(tree, leaves, busy_until, r)
 
     return (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu,
-            compute_gpu, timeline)
+            compute_gpu, timeline / np.array([1.0, 1.0, capacity_tokens, 1.0, 1.0]).reshape(
+                TIMELINE_SERIES, 1, 1))

@@ -1,0 +1,201 @@
+"""A plain-Python reference simulator of the replay semantics, written for clarity, step by step.
+
+It implements the rules in the docstring of pipelines/replay/engine.py literally: one engine
+step at a time, every sequence an object, no runs, no closed forms, no trees. It is slow and
+used only by the tests, which check that the compiled engine gives the same per-request times,
+preemptions and GPU-seconds (to 1e-9 relative) on random small traces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from pipelines.roofline import step as roofline
+
+
+@dataclass
+class Sequence:
+    index: int
+    arrival: float
+    prompt: int
+    output: int
+    ctx: int                 # tokens whose KV is in the cache
+    target: int              # tokens that must be in the cache before the next token
+    replica: int = -1
+    generated: int = 0
+    reserved: int = 0        # KV blocks held
+    chunk: int = 0           # tokens scheduled in the current step (decode: 1)
+    admitted: float = math.nan
+    first: float = math.nan
+    finished: float = math.nan
+    preemptions: int = 0
+    prefill_gpu: float = 0.0
+    decode_gpu: float = 0.0
+    compute_gpu: float = 0.0
+
+    @property
+    def decoding(self) -> bool:
+        return self.ctx >= self.target
+
+
+@dataclass
+class Replica:
+    index: int
+    waiting: deque = field(default_factory=deque)
+    running: list = field(default_factory=list)   # in admission order
+    used_blocks: int = 0
+    step_end: float = math.inf                     # inf: idle
+    in_step: list = field(default_factory=list)
+
+
+@dataclass
+class Outcome:
+    sequences: list
+    step_log: list   # (replica, start, end, batch) of every step, in the order they were formed
+
+
+def blocks(tokens: int, block: int) -> int:
+    return -(-tokens // block)
+
+
+def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batched_tokens,
+             chunked_prefill, kv_capacity_blocks, block_tokens, router) -> Outcome:
+    seqs = [Sequence(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i]),
+                     int(prompt[i])) for i in range(len(arrival))]
+    fleet = [Replica(k) for k in range(replicas)]
+    log: list = []
+    pending = deque(seqs)
+
+    def route(s: Sequence) -> Replica:
+        if router == "round_robin":
+            return fleet[s.index % replicas]
+        if router == "least_outstanding":
+            return min(fleet, key=lambda r: (len(r.waiting) + len(r.running), r.index))
+        load = [sum(q.prompt for q in [*r.waiting, *r.running]) for r in fleet]
+        return min(fleet, key=lambda r: (load[r.index], r.index))
+
+    def end_step(r: Replica, t: float) -> None:
+        for s in r.in_step:
+            if s.decoding:
+                s.ctx += 1
+                s.generated += 1
+            else:
+                s.ctx += s.chunk
+                if s.decoding:
+                    s.generated += 1
+                    if math.isnan(s.first):
+                        s.first = t
+            s.chunk = 0
+        for s in list(r.running):
+            if s.generated >= s.output:
+                s.finished = t
+                r.used_blocks -= s.reserved
+                s.reserved = 0
+                r.running.remove(s)
+        r.in_step = []
+        r.step_end = math.inf
+
+    def preempt_newest(r: Replica) -> Sequence:
+        v = r.running.pop()
+        r.used_blocks -= v.reserved
+        v.reserved = 0
+        v.target = v.prompt + v.generated
+        v.ctx = 0
+        v.chunk = 0
+        v.preemptions += 1
+        r.waiting.appendleft(v)
+        return v
+
+    def form_step(r: Replica, t: float) -> None:
+        budget = max_batched_tokens
+        # 1. decodes
+        for s in list(r.running):
+            if s not in r.running or not s.decoding:
+                continue
+            need = blocks(s.ctx + 1, block_tokens) - s.reserved
+            while need > kv_capacity_blocks - r.used_blocks:
+                if preempt_newest(r) is s:
+                    break
+            if s not in r.running:
+                break
+            s.reserved += need
+            r.used_blocks += need
+            s.chunk = 1
+            budget -= 1
+        # 2. running prefills
+        prefill = 0
+        for s in r.running:
+            if not s.decoding and budget > 0:
+                s.chunk = min(s.target - s.ctx, budget)
+                budget -= s.chunk
+                prefill += s.chunk
+        # 3. FCFS admissions
+        while r.waiting and len(r.running) < max_seqs and budget > 0:
+            h = r.waiting[0]
+            need = blocks(h.target, block_tokens)
+            if need > kv_capacity_blocks - r.used_blocks:
+                break
+            remaining = h.target - h.ctx
+            if not chunked_prefill and remaining > budget and prefill > 0:
+                break
+            r.waiting.popleft()
+            if math.isnan(h.admitted):
+                h.admitted = t
+            h.reserved = need
+            r.used_blocks += need
+            r.running.append(h)
+            h.chunk = min(remaining, budget) if chunked_prefill else remaining
+            budget -= h.chunk
+            prefill += h.chunk
+        r.in_step = [s for s in r.running if s.chunk > 0]
+        if not r.in_step:
+            return
+        # cost and attribution
+        def pairs(s):
+            return float(s.ctx) if s.decoding else roofline.chunk_attn_pairs(float(s.ctx), float(s.chunk))
+        tokens = float(sum(s.chunk for s in r.in_step))
+        all_pairs = sum(pairs(s) for s in r.in_step)
+        kv_read = float(sum(s.ctx for s in r.in_step))
+        compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, all_pairs, kv_read, tokens)
+        compute_bound = compute_s >= memory_s
+        core = max(compute_s, memory_s)
+        weight = roofline.weight_bytes(coef, tokens)
+        kv_bytes = coef[roofline.KV_BYTES_PER_TOKEN]
+        total_bytes = weight + kv_bytes * (kv_read + tokens)
+        total_flops = coef[roofline.FLOPS_PER_TOKEN] * tokens + coef[roofline.ATTN_FLOPS_PER_PAIR] * all_pairs
+        batch = len(r.in_step)
+        for s in r.in_step:
+            if compute_bound:
+                share = (coef[roofline.FLOPS_PER_TOKEN] * s.chunk
+                         + coef[roofline.ATTN_FLOPS_PER_PAIR] * pairs(s)) / total_flops
+            else:
+                share = (weight / batch + kv_bytes * (s.ctx + s.chunk)) / total_bytes
+            gpu = core * share + fixed_s / batch
+            if s.decoding:
+                s.decode_gpu += gpu
+            else:
+                s.prefill_gpu += gpu
+            if compute_bound:
+                s.compute_gpu += gpu
+        r.step_end = t + core + fixed_s
+        log.append((r.index, t, r.step_end, batch))
+
+    while True:
+        r = min(fleet, key=lambda q: (q.step_end, q.index))
+        t_arr = pending[0].arrival if pending else math.inf
+        if not pending and r.step_end == math.inf:
+            break
+        if t_arr <= r.step_end:
+            s = pending.popleft()
+            target = route(s)
+            s.replica = target.index
+            target.waiting.append(s)
+            if target.step_end == math.inf and not target.in_step:
+                target.step_end = t_arr   # start a step now, after simultaneous arrivals
+            continue
+        t = r.step_end
+        end_step(r, t)
+        form_step(r, t)
+    return Outcome(seqs, log)

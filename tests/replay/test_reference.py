@@ -1,0 +1,160 @@
+"""Two implementations, one truth: the compiled engine (runs of decode steps in closed form,
+min-tree of step ends) against the plain step-by-step reference simulator, on random small
+traces and settings; plus the invariants every replay must satisfy."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipelines.replay import engine, replay_fleet
+from pipelines.roofline import load_catalog
+from tests.replay import reference
+
+_CATALOG = load_catalog()
+# A dense model, a mixture of experts (weight bytes depend on the step's tokens) and a
+# tensor-parallel deployment (all-reduce in the fixed cost): three shapes of the step formula.
+DEPLOYMENTS = {
+    "dense": _CATALOG.build(model="llama-3.1-8b", gpu="l40s"),
+    "moe": _CATALOG.build(model="mixtral-8x7b", gpu="h100-sxm", tp=2),
+    "tp4": _CATALOG.deployment("azure-2023-70b-h100"),
+}
+REL = 1e-9
+
+
+@st.composite
+def scenarios(draw):
+    block = draw(st.sampled_from([1, 4, 16]))
+    capacity_blocks = draw(st.integers(8, 400))
+    capacity = capacity_blocks * block
+    n = draw(st.integers(1, 40))
+    burst = draw(st.floats(0.01, 30))
+    arrival = sorted(draw(st.lists(st.floats(0, burst, allow_nan=False), min_size=n, max_size=n)))
+    # simultaneous arrivals happen in real logs (second-resolution timestamps)
+    if draw(st.booleans()):
+        arrival = [round(a) for a in arrival]
+    prompt, output, cached = [], [], []
+    for _ in range(n):
+        p = draw(st.integers(1, max(1, min(3000, capacity - 1))))
+        o = draw(st.integers(1, max(1, min(300, capacity - p + 1))))
+        c = draw(st.integers(0, p - 1)) if draw(st.booleans()) else 0
+        prompt.append(p)
+        output.append(o)
+        cached.append(c)
+    return dict(
+        arrival=np.array(arrival, dtype=np.float64),
+        prompt=np.array(prompt, dtype=np.int64),
+        output=np.array(output, dtype=np.int64),
+        cached=np.array(cached, dtype=np.int64),
+        coef=DEPLOYMENTS[draw(st.sampled_from(sorted(DEPLOYMENTS)))].coefficients,
+        replicas=draw(st.integers(1, 3)),
+        max_seqs=draw(st.sampled_from([1, 2, 5, 256])),
+        max_batched_tokens=draw(st.sampled_from([64, 512, 2048, 8192])),
+        chunked_prefill=draw(st.booleans()),
+        kv_capacity_blocks=capacity_blocks,
+        block_tokens=block,
+        router=draw(st.sampled_from(sorted(engine.ROUTERS))),
+    )
+
+
+def _close(a, b) -> bool:
+    return bool(np.all(np.abs(np.asarray(a) - np.asarray(b))
+                       <= REL * np.maximum(np.abs(np.asarray(b)), 1e-12)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=scenarios())
+def test_engine_agrees_with_the_reference(case):
+    ref = reference.simulate(**case)
+    bin_s = 0.37
+    (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
+     timeline) = engine.simulate(
+        case["arrival"], case["prompt"], case["output"], case["cached"], case["coef"],
+        case["replicas"], case["max_seqs"], case["max_batched_tokens"], case["chunked_prefill"],
+        case["kv_capacity_blocks"], case["block_tokens"], bin_s, engine.ROUTERS[case["router"]],
+    )
+    seqs = ref.sequences
+    assert replica.tolist() == [s.replica for s in seqs]
+    assert preemptions.tolist() == [s.preemptions for s in seqs]
+    assert _close(admitted, [s.admitted for s in seqs])
+    assert _close(first, [s.first for s in seqs])
+    assert _close(finished, [s.finished for s in seqs])
+    assert _close(prefill_gpu, [s.prefill_gpu for s in seqs])
+    assert _close(decode_gpu, [s.decode_gpu for s in seqs])
+    assert _close(compute_gpu, [s.compute_gpu for s in seqs])
+    # the timeline: busy seconds and the batch integral per replica
+    for r in range(case["replicas"]):
+        steps = [(end - start, batch) for k, start, end, batch in ref.step_log if k == r]
+        assert timeline[0, r].sum() == pytest.approx(sum(d for d, _ in steps), rel=REL, abs=1e-12)
+        assert timeline[1, r].sum() == pytest.approx(sum(d * b for d, b in steps), rel=REL, abs=1e-12)
+
+
+def test_reference_agrees_on_a_long_decode_run_across_a_bound_flip():
+    """A big batch of long outputs on a tensor-parallel deployment: runs of hundreds of decode
+    steps, whose bound turns from memory to compute as the contexts grow."""
+    d = DEPLOYMENTS["tp4"]
+    n = 300
+    case = dict(arrival=np.zeros(n), prompt=np.full(n, 2000), output=np.full(n, 1500),
+                cached=np.zeros(n, np.int64), coef=d.coefficients, replicas=1, max_seqs=256,
+                max_batched_tokens=8192, chunked_prefill=True,
+                kv_capacity_blocks=d.kv_capacity_tokens // 16, block_tokens=16,
+                router="least_outstanding")
+    ref = reference.simulate(**case)
+    out = engine.simulate(*(case[k] for k in ("arrival", "prompt", "output", "cached", "coef",
+                                              "replicas", "max_seqs", "max_batched_tokens",
+                                              "chunked_prefill", "kv_capacity_blocks",
+                                              "block_tokens")), 60.0, engine.LEAST_OUTSTANDING)
+    assert _close(out[3], [s.finished for s in ref.sequences])
+    assert _close(out[6], [s.decode_gpu for s in ref.sequences])
+    assert _close(out[7], [s.compute_gpu for s in ref.sequences])
+    compute = np.array([s.compute_gpu for s in ref.sequences])
+    prefill = np.array([s.prefill_gpu for s in ref.sequences])
+    decode = np.array([s.decode_gpu for s in ref.sequences])
+    # some decode steps were compute-bound, some memory-bound
+    assert (compute > prefill).any() and (compute < prefill + decode).all()
+
+
+# ---- invariants on the public API ---------------------------------------------------------------
+
+@st.composite
+def traces(draw):
+    n = draw(st.integers(1, 40))
+    arrival = sorted(draw(st.lists(st.floats(0, 20, allow_nan=False), min_size=n, max_size=n)))
+    prompt = draw(st.lists(st.integers(1, 3000), min_size=n, max_size=n))
+    output = draw(st.lists(st.integers(1, 300), min_size=n, max_size=n))
+    return pl.DataFrame({"arrival_s": arrival, "prompt_tokens": prompt, "output_tokens": output})
+
+
+@settings(max_examples=60, deadline=None)
+@given(requests=traces(), replicas=st.integers(1, 3), chunked=st.booleans(),
+       kv_fraction=st.sampled_from([0.4, 0.9]), block=st.sampled_from([16, 32]),
+       router=st.sampled_from(sorted(engine.ROUTERS)), bin_s=st.sampled_from([0.5, 7.0]))
+def test_invariants(requests, replicas, chunked, kv_fraction, block, router, bin_s):
+    d = _CATALOG.build(model="llama-3.1-8b", gpu="l40s", replicas=replicas,
+                       chunked_prefill=chunked, kv_memory_fraction=kv_fraction,
+                       kv_block_tokens=block)
+    if (requests["prompt_tokens"] + requests["output_tokens"] - 1).max() > d.kv_capacity_tokens:
+        return
+    result = replay_fleet(requests, d, bin_s=bin_s, router=router)
+    s = result.stages
+    # causality
+    assert (s["arrival_s"] <= s["admitted_s"]).all()
+    assert (s["admitted_s"] <= s["first_token_s"]).all()
+    assert (s["first_token_s"] <= s["finished_s"]).all()
+    # FCFS per replica when nothing was preempted there
+    for (_,), part in s.group_by("replica"):
+        if part["preemptions"].sum() == 0:
+            assert part.sort("arrival_s", maintain_order=True)["admitted_s"].is_sorted()
+    # conservation
+    gpus = d.replicas * d.gpus_per_replica
+    assert float(s["gpu_s"].sum()) + result.idle_gpu_s == pytest.approx(gpus * result.span_s, rel=1e-9)
+    # Little's law: time-integral of requests in the system = sum of their times in it
+    tl = result.timeline
+    in_system = float(((tl["mean_queue"] + tl["mean_running"]) * tl["bin_s"]).sum())
+    assert in_system == pytest.approx(float((s["finished_s"] - s["arrival_s"]).sum()),
+                                      rel=1e-9, abs=1e-9)
+    assert (tl["mean_kv_use"] <= 1 + 1e-12).all()
+    assert (tl["busy_share"] <= 1 + 1e-9).all()
