@@ -49,3 +49,32 @@ def scalar(conn: duckdb.DuckDBPyConnection, query: str, params: list | None = No
 
 def row_count(conn: duckdb.DuckDBPyConnection, name: str) -> int:
     return scalar(conn, f"SELECT count(*) FROM {_checked(name)}")
+
+
+def stage_rows(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame, *, first: bool) -> None:
+    """Add `frame` to the temporary table staged_<name> (created anew when `first`). Temporary
+    tables live only as long as the connection: an interrupted run leaves nothing behind."""
+    table = f"staged_{_checked(name)}"
+    conn.register("_incoming", frame.to_arrow())
+    try:
+        if first:
+            conn.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM _incoming")
+        else:
+            conn.execute(f"INSERT INTO {table} SELECT * FROM _incoming")
+    finally:
+        conn.unregister("_incoming")
+
+
+def publish_staged(conn: duckdb.DuckDBPyConnection, names: list[str]) -> None:
+    """Replace each table `name` by staged_<name>, all in one transaction: readers see either
+    the old set of tables or the new one, never a mix."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for name in names:
+            conn.execute(f"CREATE OR REPLACE TABLE {_checked(name)} AS SELECT * FROM staged_{name}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    for name in names:
+        conn.execute(f"DROP TABLE staged_{name}")

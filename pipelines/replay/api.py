@@ -16,13 +16,16 @@ Times are seconds from the trace start (`arrival_s` = 0 at the first request).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from pipelines.replay.engine import ROUTERS, simulate
+from pipelines.replay.engine import ROUTERS, progress_reporting, simulate
 from pipelines.roofline.deployment import Deployment
+
+PROGRESS_EVERY = 1_000_000  # requests routed between two progress reports
 
 STAGE_COLUMNS = [
     "request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens", "replica",
@@ -56,7 +59,9 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
         else pl.int_range(pl.len(), dtype=pl.Int64).cast(pl.String).alias("request_id"),
         pl.col("cached_tokens").fill_null(0) if "cached_tokens" in requests.columns
         else pl.lit(0, pl.Int64).alias("cached_tokens"),
-    ).sort("arrival_s", maintain_order=True)
+    )
+    if not frame["arrival_s"].is_sorted():   # logs usually are: skip a copy of a big frame
+        frame = frame.sort("arrival_s", maintain_order=True)
     bad = frame.filter(
         (pl.col("prompt_tokens") < 1) | (pl.col("output_tokens") < 1)
         | (pl.col("cached_tokens") < 0) | (pl.col("cached_tokens") >= pl.col("prompt_tokens"))
@@ -83,12 +88,15 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
 def replay_fleet(
     requests: pl.DataFrame, deployment: Deployment, bin_s: float = 60.0, *,
     router: str = "least_outstanding",
+    progress: Callable[[int, int, float], None] | None = None,
 ) -> ReplayResult:
     """Replay on every replica of `deployment`; per-request stages plus the fleet timeline.
 
     `router` is one of engine.ROUTERS (round_robin, least_outstanding, least_kv). The KV block
     size, chunked prefill and the other scheduler limits are the deployment's
     (`deployment.scheduler`; `catalog.build(..., kv_block_tokens=32)` for another block size).
+    `progress(requests routed, requests, simulated seconds)` is called every PROGRESS_EVERY
+    requests during long replays.
     """
     if router not in ROUTERS:
         raise ReplayError(f"router={router!r}: expected one of {', '.join(ROUTERS)}")
@@ -98,17 +106,23 @@ def replay_fleet(
     sched = deployment.scheduler
     if frame.height == 0:
         raise ReplayError("no requests to replay")
-    (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
-     timeline) = simulate(
+    arrays = (
         frame["arrival_s"].cast(pl.Float64).to_numpy(),
-        frame["prompt_tokens"].cast(pl.Int64).to_numpy(),
-        frame["output_tokens"].cast(pl.Int64).to_numpy(),
-        frame["cached_tokens"].cast(pl.Int64).to_numpy(),
-        deployment.coefficients,
-        deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
-        sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
-        sched.kv_block_tokens, float(bin_s), ROUTERS[router],
+        frame["prompt_tokens"].cast(pl.Int32).to_numpy(),
+        frame["output_tokens"].cast(pl.Int32).to_numpy(),
+        frame["cached_tokens"].cast(pl.Int32).to_numpy(),
     )
+    with progress_reporting(progress or (lambda *_: None)):
+        outputs = simulate(
+            *arrays, deployment.coefficients,
+            deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
+            sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
+            sched.kv_block_tokens, float(bin_s), ROUTERS[router],
+            PROGRESS_EVERY if progress else 0,
+        )
+    del arrays
+    (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
+     timeline) = outputs
     if np.isnan(finished).any():
         raise ReplayError(
             f"{int(np.isnan(finished).sum())} request(s) never finished on {deployment.name!r}: "

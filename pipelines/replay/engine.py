@@ -69,13 +69,17 @@ result beyond floating-point rounding):
   is running at that instant (binary search over the closed-form step ends).
   KV safety: a run is at most 1 + block_tokens * floor(free_blocks / B) steps long, since no
   sequence needs more than ceil((K - 1) / block_tokens) new blocks in K - 1 further steps.
-- The next step end is found in a min-tree over replicas (O(log replicas) per update).
+- The next step end, and the router's least-loaded replica, come from min-trees over the
+  replicas (O(log replicas) per change), so fleets of hundreds of replicas stay cheap.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import contextmanager
+
 import numpy as np
-from numba import njit
+from numba import njit, objmode
 
 from pipelines.roofline import step as roofline
 
@@ -84,6 +88,25 @@ ROUND_ROBIN, LEAST_OUTSTANDING, LEAST_KV = 0, 1, 2
 ROUTERS = {"round_robin": ROUND_ROBIN, "least_outstanding": LEAST_OUTSTANDING,
            "least_kv": LEAST_KV}
 TIMELINE_SERIES = 5  # busy, batch, kv tokens, waiting, running (time-integrals)
+
+
+_listeners: list[Callable[[int, int, float], None]] = []
+
+
+@contextmanager
+def progress_reporting(listener: Callable[[int, int, float], None]):
+    """Call listener(requests routed, requests, simulated time) now and then from inside the
+    compiled loop (every `progress_every` arrivals), while the block runs."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def _report(routed: int, total: int, now: float) -> None:
+    for listener in _listeners:
+        listener(routed, total, now)
 
 
 @njit(cache=True)
@@ -207,15 +230,16 @@ def _first_end_at_or_after(coef, batch, s0, flip, t0, steps, t):
     return lo
 
 
-# ---- the next step end: a min-tree over replicas ---------------------------------------------
+# ---- min-trees over replicas: the next step end, the least-loaded replica ---------------------
 
 @njit(cache=True)
-def _tree_set(tree, leaves, busy_until, r):
-    """Replica r's step end changed: refresh the path to the root (ties: lowest index)."""
+def _tree_set(tree, leaves, key, r):
+    """Replica r's key changed: refresh the path to the root of its min-tree (ties: lowest
+    index), so that tree[1] is the replica with the smallest key."""
     node = (leaves + r) // 2
     while node >= 1:
         a, b = tree[2 * node], tree[2 * node + 1]
-        if b >= 0 and (a < 0 or busy_until[b] < busy_until[a]):
+        if b >= 0 and (a < 0 or key[b] < key[a]):
             tree[node] = b
         else:
             tree[node] = a
@@ -225,7 +249,7 @@ def _tree_set(tree, leaves, busy_until, r):
 @njit(cache=True)
 def simulate(
     arrival, prompt, output, cached, coef, replicas, max_seqs, max_batched_tokens,
-    chunked_prefill, kv_capacity_blocks, block_tokens, bin_s, router,
+    chunked_prefill, kv_capacity_blocks, block_tokens, bin_s, router, progress_every=0,
 ):
     """Replay requests (sorted by arrival) on `replicas` identical replicas.
 
@@ -234,26 +258,28 @@ def simulate(
     [TIMELINE_SERIES, replicas, bins] (see the module docstring). GPU-seconds are per GPU.
     """
     n = arrival.shape[0]
-    replica = np.full(n, NO_REPLICA, np.int64)
+    replica = np.full(n, NO_REPLICA, np.int32)
     admitted = np.full(n, np.nan)
     first = np.full(n, np.nan)
     finished = np.full(n, np.nan)
-    preemptions = np.zeros(n, np.int64)
+    preemptions = np.zeros(n, np.int32)
     prefill_gpu = np.zeros(n)
     decode_gpu = np.zeros(n)
     compute_gpu = np.zeros(n)
 
-    ctx = cached.copy()          # tokens whose KV is in the cache
-    target = prompt.copy()       # tokens that must be in the cache before the next token
-    generated = np.zeros(n, np.int64)
-    reserved = np.zeros(n, np.int64)   # KV blocks held
-    chunk = np.zeros(n, np.int64)      # tokens scheduled in the replica's current step
-    queue_next = np.full(n, -1, np.int64)
+    # per-request state in 32 bits (a week of fleet traffic is tens of millions of requests)
+    ctx = cached.astype(np.int32)      # tokens whose KV is in the cache
+    target = prompt.astype(np.int32)   # tokens that must be in the cache before the next token
+    generated = np.zeros(n, np.int32)
+    reserved = np.zeros(n, np.int32)   # KV blocks held
+    chunk = np.zeros(n, np.int32)      # tokens scheduled in the replica's current step
+    queue_next = np.full(n, -1, np.int32)
 
     head = np.full(replicas, -1, np.int64)
     tail = np.full(replicas, -1, np.int64)
     waiting = np.zeros(replicas, np.int64)
-    prompt_load = np.zeros(replicas, np.int64)   # prompt tokens of outstanding requests
+    # the router's measure per replica: outstanding requests, or their prompt tokens
+    load = np.zeros(replicas)
     running = np.full((replicas, max_seqs), -1, np.int64)
     n_run = np.zeros(replicas, np.int64)
     used_blocks = np.zeros(replicas, np.int64)
@@ -268,11 +294,12 @@ def simulate(
     leaves = 1
     while leaves < replicas:
         leaves *= 2
-    tree = np.full(2 * leaves, -1, np.int64)
-    for k in range(replicas):
-        tree[leaves + k] = k
+    tree = np.full(2 * leaves, -1, np.int64)     # min-tree of step ends
+    tree[leaves: leaves + replicas] = np.arange(replicas)
+    by_load = tree.copy()                        # min-tree of router loads
     for k in range(replicas):
         _tree_set(tree, leaves, busy_until, k)
+        _tree_set(by_load, leaves, load, k)
 
     bins = int(arrival[n - 1] // bin_s) + 2 if n > 0 else 1
     timeline = np.zeros((TIMELINE_SERIES, replicas, bins))
@@ -295,17 +322,15 @@ def simulate(
         if t_arr <= t_end:
             i = a
             a += 1
-            best = 0
+            if progress_every > 0 and a % progress_every == 0:
+                with objmode():
+                    _report(a, n, t_arr)
             if router == ROUND_ROBIN:
                 best = i % replicas
-            elif router == LEAST_OUTSTANDING:
-                for k in range(1, replicas):
-                    if waiting[k] + n_run[k] < waiting[best] + n_run[best]:
-                        best = k
             else:
-                for k in range(1, replicas):
-                    if prompt_load[k] < prompt_load[best]:
-                        best = k
+                best = by_load[1]
+                load[best] += 1.0 if router == LEAST_OUTSTANDING else prompt[i]
+                _tree_set(by_load, leaves, load, best)
             replica[i] = best
             timeline = _grow(timeline, t_arr, bin_s)
             _hold(timeline, best, held_since[best], t_arr, bin_s, waiting[best], n_run[best])
@@ -316,7 +341,6 @@ def simulate(
                 queue_next[tail[best]] = i
             tail[best] = i
             waiting[best] += 1
-            prompt_load[best] += prompt[i]
             if busy_until[best] == np.inf:
                 # An idle replica starts its next step "now", but through the event queue, so
                 # every request arriving at this same instant joins that first step.
@@ -407,7 +431,7 @@ def simulate(
                     finished[i] = t
                     used_blocks[r] -= reserved[i]
                     reserved[i] = 0
-                    prompt_load[r] -= prompt[i]
+                    load[r] -= 1.0 if router == LEAST_OUTSTANDING else prompt[i]
                 else:
                     running[r, kept] = i
                     kept += 1
@@ -434,13 +458,15 @@ def simulate(
                     finished[i] = t
                     used_blocks[r] -= reserved[i]
                     reserved[i] = 0
-                    prompt_load[r] -= prompt[i]
+                    load[r] -= 1.0 if router == LEAST_OUTSTANDING else prompt[i]
                 else:
                     running[r, kept] = i
                     kept += 1
             n_run[r] = kept
         busy_until[r] = np.inf
         _tree_set(tree, leaves, busy_until, r)
+        if router != ROUND_ROBIN:
+            _tree_set(by_load, leaves, load, r)
         run_steps[r] = 0
 
         # -- form the next step on replica r at time t --------------------------------------

@@ -1,5 +1,7 @@
 """Replay: every trace in `requests` on the chosen deployment -> request_stages, fleet_timeline."""
 
+import time
+
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
@@ -7,16 +9,19 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.replay import ReplayError, replay_fleet
+from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
-from pipelines.warehouse import read_table, write_table
+from pipelines.warehouse import publish_staged, read_table, stage_rows
 
 DEFAULT_DEPLOYMENT = "azure-2023-70b-h100"
 BASELINE = "baseline"
+REPLAY_TABLES = ["request_stages", "fleet_timeline"]
 
 
 class ReplayConfig(dg.Config):
     deployment: str = DEFAULT_DEPLOYMENT
     timeline_bin_s: float = 60.0
+    router: str = "least_outstanding"
 
 
 @dg.multi_asset(
@@ -29,28 +34,48 @@ class ReplayConfig(dg.Config):
 )
 def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duckdb: DuckDBResource):
     """Replay each trace on its own fleet of `deployment` (continuous batching, see
-    pipelines/replay/engine.py); the baseline scenario the reports read."""
+    pipelines/replay/engine.py); the baseline scenario the reports read.
+
+    Each trace's results go to temporary staging tables; both tables are replaced together in
+    one transaction at the end, so an interrupted or failed replay leaves the previous tables
+    whole and a rerun starts clean."""
+    if config.router not in ROUTERS:
+        raise dg.Failure(f"replay config: router={config.router!r}, expected one of {', '.join(ROUTERS)}")
     try:
         deployment = load_catalog(settings.reference_dir()).deployment(config.deployment)
     except CatalogError as exc:
         raise dg.Failure(f"replay config: {exc}") from None
     with duckdb.get_connection() as conn:
         requests = read_table(conn, "requests")
-    stages, timelines = [], []
-    for (trace,), frame in requests.partition_by("trace", as_dict=True, maintain_order=True).items():
-        try:
-            result = replay_fleet(frame, deployment, bin_s=config.timeline_bin_s)
-        except ReplayError as exc:
-            raise dg.Failure(f"trace {trace}: {exc}") from None
-        labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
-                  "deployment": pl.lit(deployment.name)}
-        stages.append(result.stages.select(**labels, **{c: c for c in result.stages.columns}))
-        timelines.append(result.timeline.select(**labels, **{c: c for c in result.timeline.columns}))
-        context.log.info(f"{trace}: replayed {frame.height} requests over {result.span_s:.0f} s "
-                         f"on {deployment.replicas} x {deployment.gpus_per_replica} {deployment.gpu.gpu}")
-    with duckdb.get_connection() as conn:
-        write_table(conn, "request_stages", pl.concat(stages))
-        write_table(conn, "fleet_timeline", pl.concat(timelines))
-        for table in ("request_stages", "fleet_timeline"):
+        traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
+        del requests
+        if not traces:
+            raise dg.Failure("no requests to replay: the requests table is empty")
+        for number, ((trace,), frame) in enumerate(traces.items()):
+            started = time.perf_counter()
+
+            def progress(routed: int, total: int, now: float, trace=trace, started=started) -> None:
+                context.log.info(f"{trace}: {routed:,} of {total:,} requests routed, "
+                                 f"{now / 3600:.1f} h of traffic replayed in "
+                                 f"{time.perf_counter() - started:.0f} s")
+
+            try:
+                result = replay_fleet(frame, deployment, bin_s=config.timeline_bin_s,
+                                      router=config.router, progress=progress)
+            except ReplayError as exc:
+                raise dg.Failure(f"trace {trace}: {exc}") from None
+            labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
+                      "deployment": pl.lit(deployment.name)}
+            for table, part in zip(REPLAY_TABLES, (result.stages, result.timeline)):
+                stage_rows(conn, table, part.select(**labels, **{c: c for c in part.columns}),
+                           first=number == 0)
+            hits = float(result.stages["cached_tokens"].sum()) / float(result.stages["prompt_tokens"].sum())
+            context.log.info(f"{trace}: replayed {frame.height:,} requests over {result.span_s:,.0f} s "
+                             f"on {deployment.replicas} x {deployment.gpus_per_replica} "
+                             f"{deployment.gpu.gpu} in {time.perf_counter() - started:.1f} s "
+                             f"(prefix-cache hit rate {hits:.1%})")
+        publish_staged(conn, REPLAY_TABLES)
+        for table in REPLAY_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata={
-                **table_metadata(conn, table), "deployment": deployment.name})
+                **table_metadata(conn, table), "deployment": deployment.name,
+                "router": config.router})

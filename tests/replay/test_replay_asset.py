@@ -1,0 +1,83 @@
+"""The replay asset: all traces' results replace both tables at once, and a replay that fails
+or is interrupted part-way leaves the previous tables whole and no staging tables behind."""
+
+from __future__ import annotations
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+from dagster_duckdb import DuckDBResource
+
+from pipelines.defs.replay.assets import replayed_fleet
+from pipelines.warehouse import publish_staged, read_table, stage_rows, write_table
+
+
+def _requests(trace: str, prompts: list[int]) -> pl.DataFrame:
+    n = len(prompts)
+    return pl.DataFrame({
+        "request_id": [f"{trace}:{k}" for k in range(n)], "trace": [trace] * n,
+        "arrival_s": [0.5 * k for k in range(n)], "prompt_tokens": prompts,
+        "output_tokens": [20] * n, "cached_tokens": [0] * n,
+    })
+
+
+def _materialize(path) -> dg.ExecuteInProcessResult:
+    return dg.materialize([replayed_fleet], resources={"duckdb": DuckDBResource(database=str(path))},
+                          raise_on_error=False)
+
+
+def _connect(path):
+    """A connection configured like the asset's (DuckDB refuses two configurations at once)."""
+    return DuckDBResource(database=str(path)).get_connection()
+
+
+def _tables(path) -> set[str]:
+    with _connect(path) as conn:
+        return {row[0] for row in conn.sql("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+def test_replay_replaces_both_tables(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        write_table(conn, "requests", pl.concat([_requests("a", [100, 200]), _requests("b", [300])]))
+    result = _materialize(path)
+    assert result.success
+    with _connect(path) as conn:
+        stages = read_table(conn, "request_stages")
+        timeline = read_table(conn, "fleet_timeline")
+    assert sorted(stages["request_id"]) == ["a:0", "a:1", "b:0"]
+    assert set(timeline["trace"]) == {"a", "b"}
+    assert _tables(path) == {"requests", "request_stages", "fleet_timeline"}
+
+
+def test_a_failing_second_trace_leaves_the_previous_tables(tmp_path):
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        write_table(conn, "requests", _requests("old", [100]))
+    assert _materialize(path).success
+    with _connect(path) as conn:
+        before = read_table(conn, "request_stages"), read_table(conn, "fleet_timeline")
+        # the first trace replays (and is staged), the second cannot fit any replica's KV cache
+        write_table(conn, "requests", pl.concat([_requests("good", [100]), _requests("bad", [10**8])]))
+    result = _materialize(path)
+    assert not result.success
+    with _connect(path) as conn:
+        assert read_table(conn, "request_stages").equals(before[0])
+        assert read_table(conn, "fleet_timeline").equals(before[1])
+    assert _tables(path) == {"requests", "request_stages", "fleet_timeline"}
+
+
+def test_publish_is_all_or_nothing(tmp_path):
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        write_table(conn, "one", pl.DataFrame({"x": [1]}))
+        write_table(conn, "two", pl.DataFrame({"x": [2]}))
+        stage_rows(conn, "one", pl.DataFrame({"x": [10]}), first=True)
+        stage_rows(conn, "one", pl.DataFrame({"x": [11]}), first=False)
+        with pytest.raises(duckdb.Error):
+            publish_staged(conn, ["one", "two"])     # nothing staged for "two"
+        assert read_table(conn, "one")["x"].to_list() == [1]
+        stage_rows(conn, "two", pl.DataFrame({"x": [20]}), first=True)
+        publish_staged(conn, ["one", "two"])
+        assert read_table(conn, "one")["x"].to_list() == [10, 11]
+        assert read_table(conn, "two")["x"].to_list() == [20]
