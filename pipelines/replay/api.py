@@ -16,14 +16,14 @@ Times are seconds from the trace start (`arrival_s` = 0 at the first request).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from pipelines.replay.engine import ROUTERS, progress_reporting, simulate
-from pipelines.roofline.deployment import Deployment
+from pipelines.roofline.deployment import Deployment, Network
 
 PROGRESS_EVERY = 1_000_000  # requests routed between two progress reports
 
@@ -39,32 +39,76 @@ class ReplayError(ValueError):
     """The requests cannot be replayed on this deployment (the message says why)."""
 
 
+STAGE_BATCH_ROWS = 2_000_000
+
+
 @dataclass(frozen=True)
 class ReplayResult:
-    stages: pl.DataFrame      # one row per request, STAGE_COLUMNS
+    """What a replay produced. The per-request engine outputs are kept lean (`core`); the
+    request_stages rows are derived from them on demand, whole (`stages`) or a slice at a time
+    (`stage_batches`), so that a week of fleet traffic fits in memory."""
+
+    core: pl.DataFrame        # per request, in arrival order: the inputs and the engine outputs
     timeline: pl.DataFrame    # one row per replica and time bin
     span_s: float             # replayed span: trace start to the last request's last token
+    network: Network
 
     @property
     def idle_gpu_s(self) -> float:
         return float(self.timeline["idle_gpu_s"].sum())
 
+    @property
+    def stages(self) -> pl.DataFrame:
+        """One row per request, STAGE_COLUMNS (see the module docstring)."""
+        return _stages(self.core, 0, self.network)
+
+    def stage_batches(self, rows: int = STAGE_BATCH_ROWS) -> Iterator[pl.DataFrame]:
+        """The rows of `stages`, `rows` at a time."""
+        for offset in range(0, self.core.height, rows):
+            yield _stages(self.core.slice(offset, rows), offset, self.network)
+
+
+def _stages(core: pl.DataFrame, offset: int, net: Network) -> pl.DataFrame:
+    ids = (pl.col("request_id") if "request_id" in core.columns
+           else pl.int_range(offset, offset + pl.len(), dtype=pl.Int64).cast(pl.String))
+    cached = (pl.col("cached_tokens").fill_null(0) if "cached_tokens" in core.columns
+              else pl.lit(0, pl.Int64))
+    return core.lazy().with_columns(
+        request_id=ids, cached_tokens=cached,
+        queue_s=pl.col("admitted_s") - pl.col("arrival_s"),
+        prefill_s=pl.col("first_token_s") - pl.col("admitted_s"),
+        decode_s=pl.col("finished_s") - pl.col("first_token_s"),
+        network_s=pl.lit(net.tail_s),
+        gpu_s=pl.col("prefill_gpu_s") + pl.col("decode_gpu_s"),
+    ).with_columns(
+        ttft_s=pl.col("queue_s") + pl.col("prefill_s") + net.one_way_s,
+        tpot_s=pl.when(pl.col("output_tokens") > 1)
+        .then(pl.col("decode_s") / (pl.col("output_tokens") - 1)),
+        e2e_s=pl.col("queue_s") + pl.col("prefill_s") + pl.col("decode_s") + pl.col("network_s"),
+        bound=pl.when(pl.col("compute_gpu_s") * 2 >= pl.col("gpu_s"))
+        .then(pl.lit("compute")).otherwise(pl.lit("memory")),
+    ).select(STAGE_COLUMNS).collect()
+
 
 def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
+    """The columns the replay reads, in arrival order, after checking every row."""
     missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(requests.columns)
     if missing:
         raise ReplayError(f"requests lack column(s) {sorted(missing)}")
-    frame = requests.with_columns(
-        pl.col("request_id") if "request_id" in requests.columns
-        else pl.int_range(pl.len(), dtype=pl.Int64).cast(pl.String).alias("request_id"),
-        pl.col("cached_tokens").fill_null(0) if "cached_tokens" in requests.columns
-        else pl.lit(0, pl.Int64).alias("cached_tokens"),
+    frame = requests.select(
+        c for c in ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens")
+        if c in requests.columns
     )
     if not frame["arrival_s"].is_sorted():   # logs usually are: skip a copy of a big frame
+        if "request_id" not in frame.columns:   # ids follow the input rows
+            frame = frame.with_columns(
+                request_id=pl.int_range(pl.len(), dtype=pl.Int64).cast(pl.String))
         frame = frame.sort("arrival_s", maintain_order=True)
+    cached = (pl.col("cached_tokens").fill_null(0) if "cached_tokens" in frame.columns
+              else pl.lit(0, pl.Int64))
     bad = frame.filter(
         (pl.col("prompt_tokens") < 1) | (pl.col("output_tokens") < 1)
-        | (pl.col("cached_tokens") < 0) | (pl.col("cached_tokens") >= pl.col("prompt_tokens"))
+        | (cached < 0) | (cached >= pl.col("prompt_tokens"))
         | pl.col("arrival_s").is_null() | (pl.col("arrival_s") < 0)
     )
     if bad.height:
@@ -106,53 +150,38 @@ def replay_fleet(
     sched = deployment.scheduler
     if frame.height == 0:
         raise ReplayError("no requests to replay")
-    arrays = (
-        frame["arrival_s"].cast(pl.Float64).to_numpy(),
-        frame["prompt_tokens"].cast(pl.Int32).to_numpy(),
-        frame["output_tokens"].cast(pl.Int32).to_numpy(),
-        frame["cached_tokens"].cast(pl.Int32).to_numpy(),
-    )
+    # Int64 columns pass to the engine without a copy
+    cached = (frame["cached_tokens"].fill_null(0).cast(pl.Int64).to_numpy()
+              if "cached_tokens" in frame.columns else np.zeros(frame.height, np.int64))
     with progress_reporting(progress or (lambda *_: None)):
-        outputs = simulate(
-            *arrays, deployment.coefficients,
+        (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
+         timeline) = simulate(
+            frame["arrival_s"].cast(pl.Float64).to_numpy(),
+            frame["prompt_tokens"].cast(pl.Int64).to_numpy(),
+            frame["output_tokens"].cast(pl.Int64).to_numpy(),
+            cached, deployment.coefficients,
             deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
             sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
             sched.kv_block_tokens, float(bin_s), ROUTERS[router],
             PROGRESS_EVERY if progress else 0,
         )
-    del arrays
-    (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
-     timeline) = outputs
+    del cached
     if np.isnan(finished).any():
         raise ReplayError(
             f"{int(np.isnan(finished).sum())} request(s) never finished on {deployment.name!r}: "
             f"check its scheduler settings (max_seqs, max_batched_tokens, kv_block_tokens)"
         )
     gpus = float(deployment.gpus_per_replica)
-    net = deployment.network
-    stages = frame.select("request_id", "arrival_s", "prompt_tokens", "output_tokens",
-                          "cached_tokens").with_columns(
-        replica=pl.Series(replica, dtype=pl.Int32),
-        admitted_s=admitted, first_token_s=first, finished_s=finished,
-        preemptions=pl.Series(preemptions, dtype=pl.Int32),
-        prefill_gpu_s=prefill_gpu * gpus, decode_gpu_s=decode_gpu * gpus,
-        compute_gpu_s=compute_gpu * gpus,
-    ).with_columns(
-        queue_s=pl.col("admitted_s") - pl.col("arrival_s"),
-        prefill_s=pl.col("first_token_s") - pl.col("admitted_s"),
-        decode_s=pl.col("finished_s") - pl.col("first_token_s"),
-        network_s=pl.lit(net.tail_s),
-        gpu_s=pl.col("prefill_gpu_s") + pl.col("decode_gpu_s"),
-    ).with_columns(
-        ttft_s=pl.col("queue_s") + pl.col("prefill_s") + net.one_way_s,
-        tpot_s=pl.when(pl.col("output_tokens") > 1)
-        .then(pl.col("decode_s") / (pl.col("output_tokens") - 1)),
-        e2e_s=pl.col("queue_s") + pl.col("prefill_s") + pl.col("decode_s") + pl.col("network_s"),
-        bound=pl.when(pl.col("compute_gpu_s") * 2 >= pl.col("gpu_s"))
-        .then(pl.lit("compute")).otherwise(pl.lit("memory")),
-    ).select(STAGE_COLUMNS)
+    for gpu_s in (prefill_gpu, decode_gpu, compute_gpu):
+        gpu_s *= gpus   # per GPU -> per replica, in place
+    core = frame.with_columns(
+        replica=pl.Series(replica), admitted_s=admitted, first_token_s=first,
+        finished_s=finished, preemptions=pl.Series(preemptions),
+        prefill_gpu_s=prefill_gpu, decode_gpu_s=decode_gpu, compute_gpu_s=compute_gpu,
+    )
     span = float(np.max(finished))
-    return ReplayResult(stages, _timeline_frame(timeline, bin_s, span, gpus), span)
+    return ReplayResult(core, _timeline_frame(timeline, bin_s, span, gpus), span,
+                        deployment.network)
 
 
 def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float) -> pl.DataFrame:

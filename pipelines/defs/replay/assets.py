@@ -66,14 +66,20 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
                 raise dg.Failure(f"trace {trace}: {exc}") from None
             labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
                       "deployment": pl.lit(deployment.name)}
-            for table, part in zip(REPLAY_TABLES, (result.stages, result.timeline)):
-                stage_rows(conn, table, part.select(**labels, **{c: c for c in part.columns}),
-                           first=number == 0)
-            hits = float(result.stages["cached_tokens"].sum()) / float(result.stages["prompt_tokens"].sum())
+            first = number == 0
+            for batch in result.stage_batches():
+                stage_rows(conn, "request_stages", batch.select(**labels, **{c: c for c in batch.columns}),
+                           first=first)
+                first = False
+            stage_rows(conn, "fleet_timeline",
+                       result.timeline.select(**labels, **{c: c for c in result.timeline.columns}),
+                       first=number == 0)
+            hits = float(result.core["cached_tokens"].sum()) / float(result.core["prompt_tokens"].sum()) \
+                if "cached_tokens" in result.core.columns else 0.0
             context.log.info(f"{trace}: replayed {frame.height:,} requests over {result.span_s:,.0f} s "
                              f"on {deployment.replicas} x {deployment.gpus_per_replica} "
                              f"{deployment.gpu.gpu} in {time.perf_counter() - started:.1f} s "
-                             f"(prefix-cache hit rate {hits:.1%})")
+                             f"(cached prompt tokens {hits:.1%})")
         publish_staged(conn, REPLAY_TABLES)
         for table in REPLAY_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata={
