@@ -31,8 +31,9 @@ STAGE_COLUMNS = [
     "request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens", "replica",
     "admitted_s", "first_token_s", "finished_s", "queue_s", "prefill_s", "decode_s", "network_s",
     "ttft_s", "tpot_s", "e2e_s", "preemptions", "prefill_gpu_s", "decode_gpu_s", "gpu_s",
-    "compute_gpu_s", "bound",
+    "compute_gpu_s", "bound", "cached_hit_tokens",
 ]
+MOONCAKE_HASH_TOKENS = 512  # tokens per prefix hash in Mooncake traces
 
 
 class ReplayError(ValueError):
@@ -56,6 +57,11 @@ class ReplayResult:
     @property
     def idle_gpu_s(self) -> float:
         return float(self.timeline["idle_gpu_s"].sum())
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Share of all prompt tokens found in the KV cache at first admission."""
+        return float(self.core["cached_hit_tokens"].sum()) / float(self.core["prompt_tokens"].sum())
 
     @property
     def stages(self) -> pl.DataFrame:
@@ -96,7 +102,8 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     if missing:
         raise ReplayError(f"requests lack column(s) {sorted(missing)}")
     frame = requests.select(
-        c for c in ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens")
+        c for c in ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "cached_tokens",
+                    "prefix_hashes")
         if c in requests.columns
     )
     if not frame["arrival_s"].is_sorted():   # logs usually are: skip a copy of a big frame
@@ -129,9 +136,23 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     return frame
 
 
+def _prefix_hashes(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Every request's prefix hashes as one flat array and the offsets of each request's run
+    in it (request i: hashes[offsets[i]:offsets[i + 1]]); none when the column is absent."""
+    if "prefix_hashes" not in frame.columns:
+        return np.zeros(frame.height + 1, np.int64), np.zeros(0, np.int64)
+    column = frame["prefix_hashes"].cast(pl.List(pl.Int64)).list.drop_nulls()
+    lengths = column.list.len().fill_null(0).cast(pl.Int64).to_numpy()
+    offsets = np.zeros(frame.height + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = column.explode().drop_nulls().to_numpy()
+    return offsets, np.ascontiguousarray(flat, dtype=np.int64)
+
+
 def replay_fleet(
     requests: pl.DataFrame, deployment: Deployment, bin_s: float = 60.0, *,
     router: str = "least_outstanding",
+    hash_tokens: int = MOONCAKE_HASH_TOKENS,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> ReplayResult:
     """Replay on every replica of `deployment`; per-request stages plus the fleet timeline.
@@ -139,6 +160,8 @@ def replay_fleet(
     `router` is one of engine.ROUTERS (round_robin, least_outstanding, least_kv). The KV block
     size, chunked prefill and the other scheduler limits are the deployment's
     (`deployment.scheduler`; `catalog.build(..., kv_block_tokens=32)` for another block size).
+    `hash_tokens` is how many prompt tokens each entry of `prefix_hashes` covers (a multiple
+    of the KV block size; Mooncake: 512).
     `progress(requests routed, requests, simulated seconds)` is called every PROGRESS_EVERY
     requests during long replays.
     """
@@ -146,26 +169,30 @@ def replay_fleet(
         raise ReplayError(f"router={router!r}: expected one of {', '.join(ROUTERS)}")
     if not bin_s > 0:
         raise ReplayError(f"bin_s={bin_s!r}: expected a positive number of seconds")
-    frame = _validated(requests, deployment)
     sched = deployment.scheduler
+    if hash_tokens < 1 or hash_tokens % sched.kv_block_tokens:
+        raise ReplayError(f"hash_tokens={hash_tokens}: expected a positive multiple of the KV "
+                          f"block size of {deployment.name!r} ({sched.kv_block_tokens} tokens)")
+    frame = _validated(requests, deployment)
     if frame.height == 0:
         raise ReplayError("no requests to replay")
+    offsets, hashes = _prefix_hashes(frame)
     # Int64 columns pass to the engine without a copy
     cached = (frame["cached_tokens"].fill_null(0).cast(pl.Int64).to_numpy()
               if "cached_tokens" in frame.columns else np.zeros(frame.height, np.int64))
     with progress_reporting(progress or (lambda *_: None)):
         (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
-         timeline) = simulate(
+         hit, timeline) = simulate(
             frame["arrival_s"].cast(pl.Float64).to_numpy(),
             frame["prompt_tokens"].cast(pl.Int64).to_numpy(),
             frame["output_tokens"].cast(pl.Int64).to_numpy(),
-            cached, deployment.coefficients,
+            cached, offsets, hashes, hash_tokens, deployment.coefficients,
             deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
             sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
             sched.kv_block_tokens, float(bin_s), ROUTERS[router],
             PROGRESS_EVERY if progress else 0,
         )
-    del cached
+    del cached, offsets, hashes
     if np.isnan(finished).any():
         raise ReplayError(
             f"{int(np.isnan(finished).sum())} request(s) never finished on {deployment.name!r}: "
@@ -178,7 +205,8 @@ def replay_fleet(
         replica=pl.Series(replica), admitted_s=admitted, first_token_s=first,
         finished_s=finished, preemptions=pl.Series(preemptions),
         prefill_gpu_s=prefill_gpu, decode_gpu_s=decode_gpu, compute_gpu_s=compute_gpu,
-    )
+        cached_hit_tokens=pl.Series(hit),
+    ).drop("prefix_hashes", strict=False)
     span = float(np.max(finished))
     return ReplayResult(core, _timeline_frame(timeline, bin_s, span, gpus), span,
                         deployment.network)

@@ -35,6 +35,20 @@ simulator in tests/replay/reference.py, which must agree with this loop to 1e-9)
 - Cached tokens (`cached_tokens`, known prefix hits) are in the KV cache on admission and are
   not prefilled, but they are attended to and read. A preempted sequence recomputes everything,
   its cached prefix included.
+- Prefix cache (requests with prefix hashes, as in Mooncake traces: one hash per `hash_tokens`
+  = 512 prompt tokens, equal hashes = equal token prefixes). Each replica keeps the KV of hash
+  blocks in its KV pool, shared by the sequences that use them:
+    - on admission, the leading hash blocks resident on the replica are used, not prefilled
+      (at most prompt - 1 tokens: a step must compute one), and the sequence reserves blocks
+      for the rest only; the admission test counts unused cache entries as free space;
+    - when a sequence's prefill completes, its full prompt hash blocks join the cache (a
+      block another sequence put there meanwhile is used instead, its own copy freed);
+    - when a sequence finishes or is preempted it stops using its entries; entries nobody
+      uses stay resident, in LRU order, and are evicted (least recently released first, and
+      before any preemption) whenever blocks are needed.
+  A preempted sequence matches the cache again when readmitted. The tokens found in the cache
+  at a request's first admission (known cached tokens or resident hash blocks, whichever is
+  more) are its `cached_hit_tokens`.
 - A sequence keeps its first admission time: if it is preempted before its first token, its
   second wait in the queue counts as prefill time (it was admitted once already).
 
@@ -79,11 +93,13 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 import numpy as np
-from numba import njit, objmode
+from numba import njit, objmode, types
+from numba.typed import Dict
 
 from pipelines.roofline import step as roofline
 
 NO_REPLICA = -1
+_CACHE_KEY = types.UniTuple(types.int64, 2)   # (replica, prefix hash)
 ROUND_ROBIN, LEAST_OUTSTANDING, LEAST_KV = 0, 1, 2
 ROUTERS = {"round_robin": ROUND_ROBIN, "least_outstanding": LEAST_OUTSTANDING,
            "least_kv": LEAST_KV}
@@ -246,15 +262,81 @@ def _tree_set(tree, leaves, key, r):
         node //= 2
 
 
+# ---- the prefix cache of each replica --------------------------------------------------------
+# Entries are hash blocks (hash_tokens tokens = hash_tokens / block_tokens KV blocks each),
+# held in slots: REF counts the running sequences using an entry; entries nobody uses sit in
+# the replica's LRU list (PREV / NEXT links, HEAD / TAIL ends), oldest release first.
+
+HASH, REF, PREV, NEXT = 0, 1, 2, 3     # rows of the slot table
+HEAD, TAIL, UNUSED = 0, 1, 2          # rows of the per-replica LRU table
+
+
+@njit(cache=True)
+def _lru_remove(slot, lru, r, s):
+    p, q = slot[PREV, s], slot[NEXT, s]
+    if p >= 0:
+        slot[NEXT, p] = q
+    else:
+        lru[HEAD, r] = q
+    if q >= 0:
+        slot[PREV, q] = p
+    else:
+        lru[TAIL, r] = p
+    slot[PREV, s] = -1
+    slot[NEXT, s] = -1
+    lru[UNUSED, r] -= 1
+
+
+@njit(cache=True)
+def _pin(slot, lru, r, s):
+    """One more running sequence uses entry s."""
+    if slot[REF, s] == 0:
+        _lru_remove(slot, lru, r, s)
+    slot[REF, s] += 1
+
+
+@njit(cache=True)
+def _release(slot, lru, index, hashes, first, count, r):
+    """A sequence stops using its `count` leading entries; those nobody uses join the LRU
+    list, the deepest first (so a shared head of a prefix is dropped last)."""
+    for x in range(count - 1, -1, -1):
+        s = index[(r, hashes[first + x])]
+        slot[REF, s] -= 1
+        if slot[REF, s] == 0:
+            slot[PREV, s] = lru[TAIL, r]
+            slot[NEXT, s] = -1
+            if lru[TAIL, r] >= 0:
+                slot[NEXT, lru[TAIL, r]] = s
+            else:
+                lru[HEAD, r] = s
+            lru[TAIL, r] = s
+            lru[UNUSED, r] += 1
+
+
+@njit(cache=True)
+def _drop_oldest(slot, lru, index, free_slots, r):
+    """Evict replica r's least recently used unused entry; its slot goes back to the pool."""
+    s = lru[HEAD, r]
+    _lru_remove(slot, lru, r, s)
+    del index[(r, slot[HASH, s])]
+    free_slots[free_slots[-1]] = s
+    free_slots[-1] += 1
+
+
 @njit(cache=True)
 def simulate(
-    arrival, prompt, output, cached, coef, replicas, max_seqs, max_batched_tokens,
-    chunked_prefill, kv_capacity_blocks, block_tokens, bin_s, router, progress_every=0,
+    arrival, prompt, output, cached, hash_offsets, hashes, hash_tokens, coef, replicas,
+    max_seqs, max_batched_tokens, chunked_prefill, kv_capacity_blocks, block_tokens, bin_s,
+    router, progress_every=0,
 ):
     """Replay requests (sorted by arrival) on `replicas` identical replicas.
 
+    Request i's prefix hashes are hashes[hash_offsets[i]:hash_offsets[i + 1]], one per
+    hash_tokens tokens of its prompt (hash_tokens a multiple of block_tokens).
+
     Returns per-request arrays (replica, admitted, first token, finished, preemptions,
-    prefill GPU-s, decode GPU-s, compute-bound GPU-s) and the timeline array
+    prefill GPU-s, decode GPU-s, compute-bound GPU-s, cached tokens at first admission) and
+    the timeline array
     [TIMELINE_SERIES, replicas, bins] (see the module docstring). GPU-seconds are per GPU.
     """
     n = arrival.shape[0]
@@ -274,6 +356,18 @@ def simulate(
     reserved = np.zeros(n, np.int32)   # KV blocks held
     chunk = np.zeros(n, np.int32)      # tokens scheduled in the replica's current step
     queue_next = np.full(n, -1, np.int32)
+    held = np.zeros(n, np.int32)       # leading prefix-cache entries the sequence uses
+    hit = np.zeros(n, np.int32)        # tokens in the cache at its first admission
+
+    hash_blocks = hash_tokens // block_tokens if hash_tokens > 0 else 0
+    slots = replicas * (kv_capacity_blocks // max(hash_blocks, 1)) + 1 if hashes.shape[0] > 0 else 1
+    slot = np.full((4, slots), -1, np.int64)      # HASH, REF, PREV, NEXT per entry
+    slot[REF] = 0
+    free_slots = np.arange(slots + 1)             # a stack of free slots; [-1]: its size
+    free_slots[-1] = slots
+    lru = np.full((3, replicas), -1, np.int64)    # HEAD, TAIL, UNUSED per replica
+    lru[UNUSED] = 0
+    index = Dict.empty(key_type=_CACHE_KEY, value_type=types.int64)   # (replica, hash) -> slot
 
     head = np.full(replicas, -1, np.int64)
     tail = np.full(replicas, -1, np.int64)
@@ -423,14 +517,22 @@ def simulate(
                 ctx[i] += steps
                 generated[i] += steps
                 chunk[i] = 0
-                grown = _blocks(ctx[i], block_tokens)
+                grown = _blocks(ctx[i], block_tokens) - held[i] * hash_blocks
                 if grown > reserved[i]:
                     used_blocks[r] += grown - reserved[i]
                     reserved[i] = grown
+            # the blocks the run's decodes took came from unused cache entries first
+            while used_blocks[r] > kv_capacity_blocks:
+                _drop_oldest(slot, lru, index, free_slots, r)
+                used_blocks[r] -= hash_blocks
+            for j in range(n_run[r]):
+                i = running[r, j]
                 if generated[i] >= output[i]:
                     finished[i] = t
                     used_blocks[r] -= reserved[i]
                     reserved[i] = 0
+                    _release(slot, lru, index, hashes, hash_offsets[i], held[i], r)
+                    held[i] = 0
                     load[r] -= 1.0 if router == LEAST_OUTSTANDING else prompt[i]
                 else:
                     running[r, kept] = i
@@ -453,11 +555,29 @@ def simulate(
                             generated[i] += 1
                             if np.isnan(first[i]):
                                 first[i] = t
+                            # its full prompt hash blocks join the cache (or, when another
+                            # sequence put them there meanwhile, it uses those and frees its own)
+                            full = min(hash_offsets[i + 1] - hash_offsets[i], prompt[i] // max(hash_tokens, 1))
+                            for x in range(held[i], full):
+                                key = (r, hashes[hash_offsets[i] + x])
+                                if key in index:
+                                    _pin(slot, lru, r, index[key])
+                                    used_blocks[r] -= hash_blocks
+                                else:
+                                    free_slots[-1] -= 1
+                                    s = free_slots[free_slots[-1]]
+                                    slot[HASH, s] = key[1]
+                                    slot[REF, s] = 1
+                                    index[key] = s
+                                reserved[i] -= hash_blocks
+                            held[i] = max(held[i], full)
                     chunk[i] = 0
                 if generated[i] >= output[i]:
                     finished[i] = t
                     used_blocks[r] -= reserved[i]
                     reserved[i] = 0
+                    _release(slot, lru, index, hashes, hash_offsets[i], held[i], r)
+                    held[i] = 0
                     load[r] -= 1.0 if router == LEAST_OUTSTANDING else prompt[i]
                 else:
                     running[r, kept] = i
@@ -479,13 +599,20 @@ def simulate(
             if ctx[i] < target[i]:
                 j += 1
                 continue
-            need = _blocks(ctx[i] + 1, block_tokens) - reserved[i]
+            need = _blocks(ctx[i] + 1, block_tokens) - reserved[i] - held[i] * hash_blocks
             while need > free:
+                if lru[UNUSED, r] > 0:   # drop the least recently used cache entry first
+                    _drop_oldest(slot, lru, index, free_slots, r)
+                    used_blocks[r] -= hash_blocks
+                    free += hash_blocks
+                    continue
                 v = running[r, n_run[r] - 1]
                 n_run[r] -= 1
                 free += reserved[v]
                 used_blocks[r] -= reserved[v]
                 reserved[v] = 0
+                _release(slot, lru, index, hashes, hash_offsets[v], held[v], r)
+                held[v] = 0
                 target[v] = prompt[v] + generated[v]
                 ctx[v] = 0
                 chunk[v] = 0
@@ -517,12 +644,32 @@ def simulate(
         # 3. admissions, FCFS, no overtaking
         while waiting[r] > 0 and n_run[r] < max_seqs and budget > 0:
             h = head[r]
-            need = _blocks(target[h], block_tokens)
-            if need > free:
+            # leading hash blocks resident on this replica (at least one token is computed)
+            matched = 0
+            matched_unused = 0
+            limit = min(hash_offsets[h + 1] - hash_offsets[h], (target[h] - 1) // max(hash_tokens, 1))
+            while matched < limit:
+                key = (r, hashes[hash_offsets[h] + matched])
+                if key not in index:
+                    break
+                if slot[REF, index[key]] == 0:
+                    matched_unused += 1
+                matched += 1
+            need = _blocks(target[h], block_tokens) - matched * hash_blocks
+            if need > free + (lru[UNUSED, r] - matched_unused) * hash_blocks:
                 break
-            remaining = target[h] - ctx[h]
+            start_ctx = max(ctx[h], matched * hash_tokens)
+            remaining = target[h] - start_ctx
             if not chunked_prefill and remaining > budget and prefill_in_step > 0:
                 break
+            for x in range(matched):
+                _pin(slot, lru, r, index[(r, hashes[hash_offsets[h] + x])])
+            held[h] = matched
+            while need > free:
+                _drop_oldest(slot, lru, index, free_slots, r)
+                used_blocks[r] -= hash_blocks
+                free += hash_blocks
+            ctx[h] = start_ctx
             head[r] = queue_next[h]
             queue_next[h] = -1
             if head[r] < 0:
@@ -530,6 +677,7 @@ def simulate(
             waiting[r] -= 1
             if np.isnan(admitted[h]):
                 admitted[h] = t
+                hit[h] = start_ctx
             reserved[h] = need
             used_blocks[r] += need
             free -= need
@@ -567,7 +715,8 @@ def simulate(
             for j in range(1, n_run[r]):
                 i = running[r, j]
                 remaining_steps = min(remaining_steps, output[i] - generated[i])
-            steps = min(remaining_steps, 1 + block_tokens * (free // n_run[r]))
+            room = free + lru[UNUSED, r] * hash_blocks   # unused cache entries can be dropped
+            steps = min(remaining_steps, 1 + block_tokens * (room // n_run[r]))
             run_steps[r] = steps
             run_t0[r] = t
             run_s0[r] = kv_read
@@ -609,5 +758,5 @@ def simulate(
         _tree_set(tree, leaves, busy_until, r)
 
     return (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu,
-            compute_gpu, timeline / np.array([1.0, 1.0, capacity_tokens, 1.0, 1.0]).reshape(
+            compute_gpu, hit, timeline / np.array([1.0, 1.0, capacity_tokens, 1.0, 1.0]).reshape(
                 TIMELINE_SERIES, 1, 1))

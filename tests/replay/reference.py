@@ -9,7 +9,7 @@ preemptions and GPU-seconds (to 1e-9 relative) on random small traces.
 from __future__ import annotations
 
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from pipelines.roofline import step as roofline
@@ -23,9 +23,12 @@ class Sequence:
     output: int
     ctx: int                 # tokens whose KV is in the cache
     target: int              # tokens that must be in the cache before the next token
+    hashes: list             # prefix hashes, one per hash_tokens prompt tokens
     replica: int = -1
     generated: int = 0
-    reserved: int = 0        # KV blocks held
+    reserved: int = 0        # KV blocks held, its own (not counting shared cache entries)
+    held: int = 0            # leading prefix-cache entries it uses
+    hit: int = 0             # tokens in the cache at its first admission
     chunk: int = 0           # tokens scheduled in the current step (decode: 1)
     admitted: float = math.nan
     first: float = math.nan
@@ -45,7 +48,10 @@ class Replica:
     index: int
     waiting: deque = field(default_factory=deque)
     running: list = field(default_factory=list)   # in admission order
-    used_blocks: int = 0
+    used_blocks: int = 0                           # own blocks of sequences + cache entries
+    users: dict = field(default_factory=dict)      # resident hash -> running sequences using it
+    unused: OrderedDict = field(default_factory=OrderedDict)   # hashes nobody uses, LRU first
+    evictions: int = 0
     step_end: float = math.inf                     # inf: idle
     in_step: list = field(default_factory=list)
 
@@ -53,6 +59,7 @@ class Replica:
 @dataclass
 class Outcome:
     sequences: list
+    replicas: list
     step_log: list   # (replica, start, end, batch) of every step, in the order they were formed
 
 
@@ -61,9 +68,12 @@ def blocks(tokens: int, block: int) -> int:
 
 
 def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batched_tokens,
-             chunked_prefill, kv_capacity_blocks, block_tokens, router) -> Outcome:
+             chunked_prefill, kv_capacity_blocks, block_tokens, router, hashes=None,
+             hash_tokens=512) -> Outcome:
+    hashes = hashes if hashes is not None else [[] for _ in arrival]
     seqs = [Sequence(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i]),
-                     int(prompt[i])) for i in range(len(arrival))]
+                     int(prompt[i]), list(hashes[i])) for i in range(len(arrival))]
+    entry_blocks = hash_tokens // block_tokens
     fleet = [Replica(k) for k in range(replicas)]
     log: list = []
     pending = deque(seqs)
@@ -76,6 +86,37 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         load = [sum(q.prompt for q in [*r.waiting, *r.running]) for r in fleet]
         return min(fleet, key=lambda r: (load[r.index], r.index))
 
+    def free(r: Replica) -> int:
+        return kv_capacity_blocks - r.used_blocks
+
+    def evict_oldest(r: Replica) -> None:
+        h, _ = r.unused.popitem(last=False)
+        del r.users[h]
+        r.used_blocks -= entry_blocks
+        r.evictions += 1
+
+    def use(r: Replica, h: int) -> None:
+        r.unused.pop(h, None)
+        r.users[h] += 1
+
+    def release(r: Replica, s: Sequence) -> None:
+        for h in reversed(s.hashes[: s.held]):
+            r.users[h] -= 1
+            if r.users[h] == 0:
+                r.unused[h] = True
+        s.held = 0
+
+    def prefill_done(r: Replica, s: Sequence) -> None:
+        full = min(len(s.hashes), s.prompt // hash_tokens)
+        for h in s.hashes[s.held: full]:
+            if h in r.users:            # someone put it there meanwhile: use theirs
+                use(r, h)
+                r.used_blocks -= entry_blocks
+            else:                       # its own blocks become the cache entry
+                r.users[h] = 1
+            s.reserved -= entry_blocks
+        s.held = max(s.held, full)
+
     def end_step(r: Replica, t: float) -> None:
         for s in r.in_step:
             if s.decoding:
@@ -87,12 +128,14 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
                     s.generated += 1
                     if math.isnan(s.first):
                         s.first = t
+                    prefill_done(r, s)
             s.chunk = 0
         for s in list(r.running):
             if s.generated >= s.output:
                 s.finished = t
                 r.used_blocks -= s.reserved
                 s.reserved = 0
+                release(r, s)
                 r.running.remove(s)
         r.in_step = []
         r.step_end = math.inf
@@ -101,6 +144,7 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         v = r.running.pop()
         r.used_blocks -= v.reserved
         v.reserved = 0
+        release(r, v)
         v.target = v.prompt + v.generated
         v.ctx = 0
         v.chunk = 0
@@ -114,9 +158,11 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         for s in list(r.running):
             if s not in r.running or not s.decoding:
                 continue
-            need = blocks(s.ctx + 1, block_tokens) - s.reserved
-            while need > kv_capacity_blocks - r.used_blocks:
-                if preempt_newest(r) is s:
+            need = blocks(s.ctx + 1, block_tokens) - s.reserved - s.held * entry_blocks
+            while need > free(r):
+                if r.unused:
+                    evict_oldest(r)
+                elif preempt_newest(r) is s:
                     break
             if s not in r.running:
                 break
@@ -134,15 +180,28 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         # 3. FCFS admissions
         while r.waiting and len(r.running) < max_seqs and budget > 0:
             h = r.waiting[0]
-            need = blocks(h.target, block_tokens)
-            if need > kv_capacity_blocks - r.used_blocks:
+            matched = 0
+            while (matched < min(len(h.hashes), (h.target - 1) // hash_tokens)
+                   and h.hashes[matched] in r.users):
+                matched += 1
+            need = blocks(h.target, block_tokens) - matched * entry_blocks
+            droppable = [x for x in r.unused if x not in h.hashes[:matched]]
+            if need > free(r) + len(droppable) * entry_blocks:
                 break
-            remaining = h.target - h.ctx
+            start = max(h.ctx, matched * hash_tokens)
+            remaining = h.target - start
             if not chunked_prefill and remaining > budget and prefill > 0:
                 break
+            for x in h.hashes[:matched]:
+                use(r, x)
+            h.held = matched
+            while need > free(r):
+                evict_oldest(r)
+            h.ctx = start
             r.waiting.popleft()
             if math.isnan(h.admitted):
                 h.admitted = t
+                h.hit = start
             h.reserved = need
             r.used_blocks += need
             r.running.append(h)
@@ -198,4 +257,4 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         t = r.step_end
         end_step(r, t)
         form_step(r, t)
-    return Outcome(seqs, log)
+    return Outcome(seqs, fleet, log)

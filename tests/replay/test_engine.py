@@ -289,3 +289,48 @@ def test_simultaneous_arrivals_on_an_idle_replica_share_the_first_step():
                                   "output_tokens": [10] * 3}), d)
     assert stages["admitted_s"].to_list() == [0.0, 0.0, 0.0]
     assert stages["queue_s"].max() == 0.0
+
+
+# ---- prefix caching (Mooncake-style prefix hashes) ----------------------------------------------
+
+def test_a_repeated_prefix_is_not_prefilled_twice(seed):
+    """Two requests of one conversation: the second finds the first's 3 full 512-token hash
+    blocks resident (the 4th is partial) and prefills only the rest."""
+    requests = _requests([0.0, 5.0], [1800, 1900], [10, 10]).with_columns(
+        prefix_hashes=pl.Series([[1, 2, 3, 4], [1, 2, 3, 9]], dtype=pl.List(pl.Int64)))
+    result = replay_fleet(requests, seed)
+    s = result.stages
+    assert s["cached_hit_tokens"].to_list() == [0, 3 * 512]
+    assert result.cache_hit_rate == pytest.approx(3 * 512 / 3700)
+    alone = replay(_requests([0.0], [1900], [10], [3 * 512]), seed).row(0, named=True)
+    assert s.row(1, named=True)["prefill_s"] == pytest.approx(alone["prefill_s"], rel=1e-12)
+    # without hashes nothing is reused
+    plain = replay_fleet(requests.drop("prefix_hashes"), seed)
+    assert plain.stages["cached_hit_tokens"].to_list() == [0, 0]
+    assert plain.cache_hit_rate == 0.0
+    assert plain.stages["prefill_gpu_s"][1] > s["prefill_gpu_s"][1]
+
+
+def test_prefix_blocks_are_per_replica(catalog):
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", replicas=2)
+    requests = _requests([0.0, 5.0, 10.0], [1100, 1100, 1100], [5, 5, 5]).with_columns(
+        prefix_hashes=pl.Series([[7, 8, 0], [7, 8, 1], [7, 8, 2]], dtype=pl.List(pl.Int64)))
+    s = replay_fleet(requests, d, router="round_robin").stages
+    assert s["replica"].to_list() == [0, 1, 0]
+    assert s["cached_hit_tokens"].to_list() == [0, 0, 1024]
+
+
+def test_hash_tokens_must_be_whole_kv_blocks(seed):
+    with pytest.raises(ReplayError, match="hash_tokens"):
+        replay_fleet(_requests([0.0], [100], [5]), seed, hash_tokens=500)
+    with pytest.raises(ReplayError, match="router"):
+        replay_fleet(_requests([0.0], [100], [5]), seed, router="random")
+
+
+def test_long_replays_report_progress(seed, monkeypatch):
+    monkeypatch.setattr("pipelines.replay.api.PROGRESS_EVERY", 10)
+    calls = []
+    replay_fleet(_burst(35, 100, 5, over_s=3.0), seed,
+                 progress=lambda routed, total, now: calls.append((routed, total, now)))
+    assert [(routed, total) for routed, total, _ in calls] == [(10, 35), (20, 35), (30, 35)]
+    assert [now for _, _, now in calls] == sorted(now for _, _, now in calls)

@@ -36,7 +36,9 @@ def scenarios(draw):
     # simultaneous arrivals happen in real logs (second-resolution timestamps)
     if draw(st.booleans()):
         arrival = [round(a) for a in arrival]
-    prompt, output, cached = [], [], []
+    hash_tokens = block * draw(st.sampled_from([1, 4, 16]))
+    with_hashes = draw(st.booleans())
+    prompt, output, cached, hashes = [], [], [], []
     for _ in range(n):
         p = draw(st.integers(1, max(1, min(3000, capacity - 1))))
         o = draw(st.integers(1, max(1, min(300, capacity - p + 1))))
@@ -44,11 +46,21 @@ def scenarios(draw):
         prompt.append(p)
         output.append(o)
         cached.append(c)
+        # Prefix hashes as in Mooncake: equal prefixes, equal hashes. Requests of the same
+        # conversation share a prefix of their hash list, diverging after `split` blocks.
+        conversation, split = draw(st.integers(0, 3)), draw(st.integers(0, 8))
+        hashes.append([conversation * 10**9 + (j if j < split else 10**6 * (len(hashes) + 1) + j)
+                       for j in range(-(-p // hash_tokens))] if with_hashes else [])
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1:] = np.cumsum([len(h) for h in hashes])
     return dict(
         arrival=np.array(arrival, dtype=np.float64),
         prompt=np.array(prompt, dtype=np.int64),
         output=np.array(output, dtype=np.int64),
         cached=np.array(cached, dtype=np.int64),
+        hashes=hashes, hash_offsets=offsets,
+        flat_hashes=np.array([x for h in hashes for x in h], dtype=np.int64),
+        hash_tokens=hash_tokens,
         coef=DEPLOYMENTS[draw(st.sampled_from(sorted(DEPLOYMENTS)))].coefficients,
         replicas=draw(st.integers(1, 3)),
         max_seqs=draw(st.sampled_from([1, 2, 5, 256])),
@@ -68,17 +80,20 @@ def _close(a, b) -> bool:
 @settings(max_examples=300, deadline=None)
 @given(case=scenarios())
 def test_engine_agrees_with_the_reference(case):
-    ref = reference.simulate(**case)
+    ref = reference.simulate(**{k: v for k, v in case.items()
+                                if k not in ("hash_offsets", "flat_hashes")})
     bin_s = 0.37
     (replica, admitted, first, finished, preemptions, prefill_gpu, decode_gpu, compute_gpu,
-     timeline) = engine.simulate(
-        case["arrival"], case["prompt"], case["output"], case["cached"], case["coef"],
+     hit, timeline) = engine.simulate(
+        case["arrival"], case["prompt"], case["output"], case["cached"], case["hash_offsets"],
+        case["flat_hashes"], case["hash_tokens"], case["coef"],
         case["replicas"], case["max_seqs"], case["max_batched_tokens"], case["chunked_prefill"],
         case["kv_capacity_blocks"], case["block_tokens"], bin_s, engine.ROUTERS[case["router"]],
     )
     seqs = ref.sequences
     assert replica.tolist() == [s.replica for s in seqs]
     assert preemptions.tolist() == [s.preemptions for s in seqs]
+    assert hit.tolist() == [s.hit for s in seqs]
     assert _close(admitted, [s.admitted for s in seqs])
     assert _close(first, [s.first for s in seqs])
     assert _close(finished, [s.finished for s in seqs])
@@ -103,7 +118,9 @@ def test_reference_agrees_on_a_long_decode_run_across_a_bound_flip():
                 kv_capacity_blocks=d.kv_capacity_tokens // 16, block_tokens=16,
                 router="least_outstanding")
     ref = reference.simulate(**case)
-    out = engine.simulate(*(case[k] for k in ("arrival", "prompt", "output", "cached", "coef",
+    out = engine.simulate(*(case[k] for k in ("arrival", "prompt", "output", "cached")),
+                          np.zeros(n + 1, np.int64), np.zeros(0, np.int64), 512,
+                          *(case[k] for k in ("coef",
                                               "replicas", "max_seqs", "max_batched_tokens",
                                               "chunked_prefill", "kv_capacity_blocks",
                                               "block_tokens")), 60.0, engine.LEAST_OUTSTANDING)

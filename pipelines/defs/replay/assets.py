@@ -51,6 +51,7 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         del requests
         if not traces:
             raise dg.Failure("no requests to replay: the requests table is empty")
+        hit_rates = {}
         for number, ((trace,), frame) in enumerate(traces.items()):
             started = time.perf_counter()
 
@@ -74,14 +75,14 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
             stage_rows(conn, "fleet_timeline",
                        result.timeline.select(**labels, **{c: c for c in result.timeline.columns}),
                        first=number == 0)
-            hits = float(result.core["cached_tokens"].sum()) / float(result.core["prompt_tokens"].sum()) \
-                if "cached_tokens" in result.core.columns else 0.0
+            hit_rates[trace] = result.cache_hit_rate
             context.log.info(f"{trace}: replayed {frame.height:,} requests over {result.span_s:,.0f} s "
                              f"on {deployment.replicas} x {deployment.gpus_per_replica} "
                              f"{deployment.gpu.gpu} in {time.perf_counter() - started:.1f} s "
-                             f"(cached prompt tokens {hits:.1%})")
+                             f"(prefix-cache hit rate {result.cache_hit_rate:.1%})")
         publish_staged(conn, REPLAY_TABLES)
         for table in REPLAY_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata={
                 **table_metadata(conn, table), "deployment": deployment.name,
-                "router": config.router})
+                "router": config.router,
+                "prefix_cache_hit_rate": dg.MetadataValue.json(hit_rates)})
