@@ -504,7 +504,6 @@ def simulate(
                     k += 1
             _hold(timeline, r, held_since[r], t, bin_s, waiting[r], n_run[r])
             held_since[r] = t
-            kept = 0
             for j in range(n_run[r]):
                 i = running[r, j]
                 c0 = float(ctx[i])
@@ -525,24 +524,10 @@ def simulate(
             while used_blocks[r] > kv_capacity_blocks:
                 _drop_oldest(slot, lru, index, free_slots, r)
                 used_blocks[r] -= hash_blocks
-            for j in range(n_run[r]):
-                i = running[r, j]
-                if generated[i] >= output[i]:
-                    finished[i] = t
-                    used_blocks[r] -= reserved[i]
-                    reserved[i] = 0
-                    _release(slot, lru, index, hashes, hash_offsets[i], held[i], r)
-                    held[i] = 0
-                    load[r] -= 1.0 if router == LEAST_OUTSTANDING else prompt[i]
-                else:
-                    running[r, kept] = i
-                    kept += 1
-            n_run[r] = kept
         else:
-            # -- a mixed step ends: emit tokens, finish sequences ----------------------------
+            # -- a mixed step ends: emit tokens ------------------------------------------------
             _hold(timeline, r, held_since[r], t, bin_s, waiting[r], n_run[r])
             held_since[r] = t
-            kept = 0
             for j in range(n_run[r]):
                 i = running[r, j]
                 if chunk[i] > 0:
@@ -572,17 +557,21 @@ def simulate(
                                 reserved[i] -= hash_blocks
                             held[i] = max(held[i], full)
                     chunk[i] = 0
-                if generated[i] >= output[i]:
-                    finished[i] = t
-                    used_blocks[r] -= reserved[i]
-                    reserved[i] = 0
-                    _release(slot, lru, index, hashes, hash_offsets[i], held[i], r)
-                    held[i] = 0
-                    load[r] -= 1.0 if router == LEAST_OUTSTANDING else prompt[i]
-                else:
-                    running[r, kept] = i
-                    kept += 1
-            n_run[r] = kept
+        # -- sequences with all their tokens finish and free their KV ----------------------
+        kept = 0
+        for j in range(n_run[r]):
+            i = running[r, j]
+            if generated[i] >= output[i]:
+                finished[i] = t
+                used_blocks[r] -= reserved[i]
+                reserved[i] = 0
+                _release(slot, lru, index, hashes, hash_offsets[i], held[i], r)
+                held[i] = 0
+                load[r] -= 1.0 if router == LEAST_OUTSTANDING else prompt[i]
+            else:
+                running[r, kept] = i
+                kept += 1
+        n_run[r] = kept
         busy_until[r] = np.inf
         _tree_set(tree, leaves, busy_until, r)
         if router != ROUND_ROBIN:

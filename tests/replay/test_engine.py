@@ -9,8 +9,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from pipelines.formats import read_azure_csv
@@ -249,37 +247,6 @@ def test_real_conv_excerpt_on_the_default_fleet(catalog):
     assert set(s["request_id"]) == set(requests["request_id"])
     assert s["decode_gpu_s"].sum() > s["prefill_gpu_s"].sum()
     assert set(s["replica"]) == {0, 1, 2}
-
-
-# ---- property: invariants over random small traces ------------------------------------------------
-
-_CATALOG = load_catalog()
-
-
-@st.composite
-def traces(draw):
-    n = draw(st.integers(1, 30))
-    arrival = sorted(draw(st.lists(st.floats(0, 20, allow_nan=False), min_size=n, max_size=n)))
-    prompt = draw(st.lists(st.integers(1, 3000), min_size=n, max_size=n))
-    output = draw(st.lists(st.integers(1, 300), min_size=n, max_size=n))
-    return _requests(arrival, prompt, output)
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    requests=traces(),
-    replicas=st.integers(1, 3),
-    chunked=st.booleans(),
-    max_batched_tokens=st.integers(512, 8192),
-    max_seqs=st.sampled_from([2, 16, 256]),
-)
-def test_invariants_hold_on_random_traces(requests, replicas, chunked, max_batched_tokens, max_seqs):
-    d = _CATALOG.build(model="llama-3.1-8b", gpu="l40s", replicas=replicas,
-                       chunked_prefill=chunked, max_batched_tokens=max_batched_tokens,
-                       max_seqs=max_seqs)
-    result = replay_fleet(requests, d, bin_s=1.0)
-    assert result.stages.height == requests.height
-    assert_invariants(result, d)
 
 
 def test_simultaneous_arrivals_on_an_idle_replica_share_the_first_step():
