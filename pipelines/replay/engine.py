@@ -52,12 +52,14 @@ simulator in tests/replay/reference.py, which must agree with this loop to 1e-9)
 - A sequence keeps its first admission time: if it is preempted before its first token, its
   second wait in the queue counts as prefill time (it was admitted once already).
 
-Cost attribution (DESIGN.md): a step's GPU-seconds (duration x GPUs per replica) are split
-among the sequences in it. The roofline part max(compute, memory) goes by use of the bound
-resource: memory-bound -> an equal share of the weight read plus each sequence's own KV bytes
-(read and written); compute-bound -> each sequence's own FLOPs. The fixed part (per-step
-overhead and all-reduce) is split equally. A sequence's GPU-seconds in a step count as prefill
-when it was prefilling, as decode otherwise. Time a replica runs no step is idle.
+Cost attribution (DESIGN.md's rule, applied to each of the step's two kernels, which step.py
+times separately: the GEMMs, then the attention): a step's GPU-seconds (duration x GPUs per
+replica) are split among the sequences in it by their use of each kernel's bound resource.
+GEMMs: memory-bound (the weight read) -> equal shares; compute-bound -> by own tokens.
+Attention: memory-bound -> by own KV bytes (context read + tokens written); compute-bound -> by
+own attention pairs. The fixed part (per-step overhead and all-reduce) is split equally. A
+sequence's GPU-seconds in a step count as prefill when it was prefilling, as decode otherwise;
+its `compute_gpu_s` are those of compute-bound kernels. Time a replica runs no step is idle.
 
 Fleet timeline, per replica and time bin: [0] seconds a step was running (busy); time-integrals
 of [1] the step's batch (sequences in the step) and [2] the KV tokens held at step start, each
@@ -73,13 +75,12 @@ result beyond floating-point rounding):
   context one token longer, until the first sequence completes, a request arrives at this
   replica, or KV blocks could run short. Such a run of K steps is scheduled as one event.
   Within it, with S_k = S_0 + k * B the context tokens of step k over a batch of B sequences,
-  compute_s(k) and memory_s(k) are affine in k (step.py), so the bound flips at most once and
-  the step-time sum over each piece of constant bound is the arithmetic series
-  n * (d_first + d_last) / 2, with d_first and d_last from step_cost itself. Attribution is
-  closed-form too: in a memory-bound step sequence i's share of the roofline time is its bytes
-  over the bandwidth, (W / B + K_tok * (ctx_i + k + 1)) / B_eff; in a compute-bound step its
-  FLOPs over the FLOP rate, (F_tok + F_attn * (ctx_i + k)) / P_eff; both affine in k, summed in
-  O(1) per sequence. An arrival routed to a replica in a run cuts the run after the step that
+  the GEMM time is constant and the attention's compute and memory times are affine in k
+  (step.py), so the attention's bound flips at most once and the step-time sum over each piece
+  of constant bound is the arithmetic series n * (d_first + d_last) / 2, with d_first and
+  d_last from step_cost itself. Attribution is closed-form too: the attention time is
+  proportional to S_k + B (memory-bound) or S_k (compute-bound), so sequence i's part of it,
+  rate * (ctx_i + k + 1) or rate * (ctx_i + k), is affine in k and sums in O(1) per sequence. An arrival routed to a replica in a run cuts the run after the step that
   is running at that instant (binary search over the closed-form step ends).
   KV safety: a run is at most 1 + block_tokens * floor(free_blocks / B) steps long, since no
   sequence needs more than ceil((K - 1) / block_tokens) new blocks in K - 1 further steps.
@@ -175,20 +176,40 @@ def _hold(timeline, r, t0, t1, bin_s, waiting, running):
         b += 1
 
 
+# ---- a step's two kernels --------------------------------------------------------------------
+
+@njit(cache=True)
+def kernels(coef, tokens, pairs, kv_read, kv_written):
+    """(duration, gemm_s, gemm compute-bound?, attn_s, attention compute-bound?, fixed_s) of a
+    step, all from step_cost: the GEMMs alone are a step with no attention work (pairs and KV
+    zero), the attention is the rest of the core time, and it is compute-bound when the
+    compute-bound part of the core time holds more than the GEMMs' share of it."""
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, pairs, kv_read, kv_written)
+    core = max(compute_s, memory_s)
+    compute_part = compute_s - memory_s if compute_s >= memory_s else compute_s
+    gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, 0.0, 0.0, 0.0)
+    gemm_s = max(gemm_c, gemm_m)
+    gemm_bound = gemm_c >= gemm_m
+    attn_bound = compute_part - (gemm_s if gemm_bound else 0.0) > 0.0
+    return core + fixed_s, gemm_s, gemm_bound, core - gemm_s, attn_bound, fixed_s
+
+
 # ---- runs of identical decode steps ----------------------------------------------------------
 
 @njit(cache=True)
 def _decode_step(coef, batch, s0, k):
-    """(duration, compute-bound?) of decode step k of a run: batch B, contexts S_0 + k B."""
+    """(duration, attention compute-bound?) of decode step k of a run: batch B, contexts
+    S_0 + k B."""
     ctx = s0 + k * batch
-    compute_s, memory_s, fixed_s = roofline.step_cost(coef, batch, ctx, ctx, batch)
-    return max(compute_s, memory_s) + fixed_s, compute_s >= memory_s
+    duration, _, _, _, attn_bound, _ = kernels(coef, batch, ctx, ctx, batch)
+    return duration, attn_bound
 
 
 @njit(cache=True)
 def _flip(coef, batch, s0, steps):
-    """First step index of a run whose bound differs from step 0's (steps if none): the
-    difference compute_s - memory_s is affine in k, so it changes sign at most once."""
+    """First step index of a run whose attention bound differs from step 0's (steps if none):
+    attention compute minus memory time is affine in k, so it changes sign at most once (the
+    GEMMs, the same B tokens every step, do not change)."""
     _, bound0 = _decode_step(coef, batch, s0, 0.0)
     _, bound_last = _decode_step(coef, batch, s0, float(steps - 1))
     if bound_last == bound0:
@@ -205,7 +226,8 @@ def _flip(coef, batch, s0, steps):
 
 @njit(cache=True)
 def _series(coef, batch, s0, k0, k1):
-    """Sums over steps k0..k1 (one bound) of the duration d_k and of k * d_k (d is affine)."""
+    """Sums over steps k0..k1 (one attention bound) of the duration d_k and of k * d_k (d is
+    affine there)."""
     n = k1 - k0 + 1
     d0 = _decode_step(coef, batch, s0, float(k0))[0]
     d1 = _decode_step(coef, batch, s0, float(k1))[0]
@@ -219,7 +241,7 @@ def _series(coef, batch, s0, k0, k1):
 
 @njit(cache=True)
 def _run_sums(coef, batch, s0, flip, k0, k1):
-    """(sum d_k, sum k d_k) over steps k0..k1 of a run whose bound flips at step `flip`."""
+    """(sum d_k, sum k d_k) over steps k0..k1 of a run whose attention bound flips at `flip`."""
     total = 0.0
     weighted = 0.0
     if k0 < flip:
@@ -398,11 +420,6 @@ def simulate(
     bins = int(arrival[n - 1] // bin_s) + 2 if n > 0 else 1
     timeline = np.zeros((TIMELINE_SERIES, replicas, bins))
     capacity_tokens = float(kv_capacity_blocks * block_tokens)
-    kv_bytes = coef[roofline.KV_BYTES_PER_TOKEN]
-    flops_tok = coef[roofline.FLOPS_PER_TOKEN]
-    flops_pair = coef[roofline.ATTN_FLOPS_PER_PAIR]
-    peak = coef[roofline.EFFECTIVE_FLOPS]
-    bandwidth = coef[roofline.EFFECTIVE_BANDWIDTH]
 
     a = 0
     while True:
@@ -460,24 +477,25 @@ def simulate(
             batch = float(n_run[r])
             s0 = run_s0[r]
             flip = run_flip[r]
-            _, bound0 = _decode_step(coef, batch, s0, 0.0)
-            m_sum, m_k = 0.0, 0.0   # steps and sum of k over memory-bound steps
-            c_sum, c_k = 0.0, 0.0
-            if flip > 0:
-                n0 = float(flip)
-                if bound0:
-                    c_sum, c_k = n0, n0 * (n0 - 1) / 2.0
+            # Per step: the GEMM time and the fixed time, the same every step, split equally;
+            # the attention time a_k splits by own KV bytes (memory-bound: a_k is proportional
+            # to S_k + B, so sequence i's part is a_k / (S_k + B) * (ctx_i + k + 1)) or by own
+            # pairs (compute-bound: a_k / S_k * ctx_i + k)), affine in k within each piece.
+            _, gemm_s, gemm_bound, _, _, fixed = kernels(coef, batch, s0, s0, batch)
+            per_seq = steps * (gemm_s + fixed) / batch          # same for every sequence
+            per_seq_compute = steps * gemm_s / batch if gemm_bound else 0.0
+            m_rate, m_n, m_k = 0.0, 0.0, 0.0     # memory-bound attention: rate, steps, sum of k
+            c_rate, c_n, c_k = 0.0, 0.0, 0.0     # compute-bound attention
+            for k0, k1 in ((0, flip - 1), (flip, steps - 1)):
+                if k1 < k0:
+                    continue
+                ctx0 = s0 + k0 * batch
+                a0, _, _, attn0, attn_bound, _ = kernels(coef, batch, ctx0, ctx0, batch)
+                n1 = float(k1 - k0 + 1)
+                if attn_bound:
+                    c_rate, c_n, c_k = attn0 / ctx0, n1, (k0 + k1) * n1 / 2.0
                 else:
-                    m_sum, m_k = n0, n0 * (n0 - 1) / 2.0
-            if flip < steps:
-                n1 = float(steps - flip)
-                k_sum = (flip + steps - 1) * n1 / 2.0
-                if bound0:
-                    m_sum, m_k = n1, k_sum
-                else:
-                    c_sum, c_k = n1, k_sum
-            fixed = roofline.step_cost(coef, batch, s0, s0, batch)[2]
-            weight = roofline.weight_bytes(coef, batch)
+                    m_rate, m_n, m_k = attn0 / (ctx0 + batch), n1, (k0 + k1) * n1 / 2.0
             # timeline, bin by bin (a step straddling a bin edge is split by time)
             k = 0
             start = run_t0[r]
@@ -507,12 +525,10 @@ def simulate(
             for j in range(n_run[r]):
                 i = running[r, j]
                 c0 = float(ctx[i])
-                own = m_sum * (weight / batch + kv_bytes * (c0 + 1.0)) / bandwidth \
-                    + m_k * kv_bytes / bandwidth
-                compute_share = c_sum * (flops_tok + flops_pair * c0) / peak + c_k * flops_pair / peak
-                decode_gpu[i] += own + compute_share + steps * fixed / batch
-                if c_sum > 0:
-                    compute_gpu[i] += compute_share + c_sum * fixed / batch
+                attn_memory = m_rate * (m_n * (c0 + 1.0) + m_k)
+                attn_compute = c_rate * (c_n * c0 + c_k)
+                decode_gpu[i] += per_seq + attn_memory + attn_compute
+                compute_gpu[i] += per_seq_compute + attn_compute
                 ctx[i] += steps
                 generated[i] += steps
                 chunk[i] = 0
@@ -714,31 +730,26 @@ def simulate(
             _tree_set(tree, leaves, busy_until, r)
             continue
 
-        compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, pairs, kv_read, kv_written)
-        compute_bound = compute_s >= memory_s
-        core_s = max(compute_s, memory_s)
-        duration = core_s + fixed_s
-        weight = roofline.weight_bytes(coef, tokens)
-        total_bytes = weight + kv_bytes * (kv_read + kv_written)
-        total_flops = flops_tok * tokens + flops_pair * pairs
+        duration, gemm_s, gemm_bound, attn_s, attn_bound, fixed_s = kernels(
+            coef, tokens, pairs, kv_read, kv_written)
         for j in range(n_run[r]):
             i = running[r, j]
             c = chunk[i]
             if c == 0:
                 continue
             decoding = ctx[i] >= target[i]
-            if compute_bound:
+            gemm = gemm_s * (c / tokens if gemm_bound else 1.0 / in_step)
+            if attn_bound:
                 own_pairs = ctx[i] if decoding else roofline.chunk_attn_pairs(float(ctx[i]), float(c))
-                share = (flops_tok * c + flops_pair * own_pairs) / total_flops
+                attn = attn_s * own_pairs / pairs
             else:
-                share = (weight / in_step + kv_bytes * (ctx[i] + c)) / total_bytes
-            gpu_s = core_s * share + fixed_s / in_step
+                attn = attn_s * (ctx[i] + c) / (kv_read + kv_written)
+            gpu_s = gemm + attn + fixed_s / in_step
             if decoding:
                 decode_gpu[i] += gpu_s
             else:
                 prefill_gpu[i] += gpu_s
-            if compute_bound:
-                compute_gpu[i] += gpu_s
+            compute_gpu[i] += (gemm if gemm_bound else 0.0) + (attn if attn_bound else 0.0)
 
         t1 = t + duration
         timeline = _grow(timeline, t1, bin_s)

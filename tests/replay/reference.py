@@ -217,27 +217,32 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         tokens = float(sum(s.chunk for s in r.in_step))
         all_pairs = sum(pairs(s) for s in r.in_step)
         kv_read = float(sum(s.ctx for s in r.in_step))
+        # The step's two kernels: the GEMMs alone are a step without attention work; the
+        # attention is the rest of the core time.
         compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, all_pairs, kv_read, tokens)
-        compute_bound = compute_s >= memory_s
         core = max(compute_s, memory_s)
-        weight = roofline.weight_bytes(coef, tokens)
-        kv_bytes = coef[roofline.KV_BYTES_PER_TOKEN]
-        total_bytes = weight + kv_bytes * (kv_read + tokens)
-        total_flops = coef[roofline.FLOPS_PER_TOKEN] * tokens + coef[roofline.ATTN_FLOPS_PER_PAIR] * all_pairs
+        compute_part = compute_s - memory_s if compute_s >= memory_s else compute_s
+        gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, 0.0, 0.0, 0.0)
+        gemm_s = max(gemm_c, gemm_m)
+        gemm_compute_bound = gemm_c >= gemm_m
+        attn_s = core - gemm_s
+        attn_compute_bound = compute_part - (gemm_s if gemm_compute_bound else 0.0) > 0.0
         batch = len(r.in_step)
         for s in r.in_step:
-            if compute_bound:
-                share = (coef[roofline.FLOPS_PER_TOKEN] * s.chunk
-                         + coef[roofline.ATTN_FLOPS_PER_PAIR] * pairs(s)) / total_flops
+            if gemm_compute_bound:
+                gemm = gemm_s * s.chunk / tokens              # by own tokens
             else:
-                share = (weight / batch + kv_bytes * (s.ctx + s.chunk)) / total_bytes
-            gpu = core * share + fixed_s / batch
+                gemm = gemm_s / batch                         # the weight read, shared equally
+            if attn_compute_bound:
+                attn = attn_s * pairs(s) / all_pairs          # by own attention pairs
+            else:
+                attn = attn_s * (s.ctx + s.chunk) / (kv_read + tokens)   # by own KV bytes
+            gpu = gemm + attn + fixed_s / batch
             if s.decoding:
                 s.decode_gpu += gpu
             else:
                 s.prefill_gpu += gpu
-            if compute_bound:
-                s.compute_gpu += gpu
+            s.compute_gpu += (gemm if gemm_compute_bound else 0.0) + (attn if attn_compute_bound else 0.0)
         r.step_end = t + core + fixed_s
         log.append((r.index, t, r.step_end, batch))
 

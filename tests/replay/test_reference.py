@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines.replay import engine, replay_fleet
+from pipelines.roofline import step as roofline
 from pipelines.roofline import load_catalog
 from tests.replay import reference
 from tests.replay.test_engine import assert_invariants
@@ -24,6 +25,21 @@ DEPLOYMENTS = {
     "tp4": _CATALOG.deployment("azure-2023-70b-h100"),
 }
 REL = 1e-9
+
+
+def _slow_attention(coef: np.ndarray, factor: float) -> np.ndarray:
+    """Coefficients whose attention FLOP rate makes decode attention compute-bound once the
+    contexts reach (factor / (factor - 1)) tokens per sequence (real GPUs keep decode attention
+    memory-bound; this exercises the compute-bound side and the flip within runs)."""
+    out = coef.copy()
+    memory_rate = out[roofline.KV_BYTES_PER_TOKEN] / out[roofline.EFFECTIVE_BANDWIDTH]
+    out[roofline.ATTN_EFFECTIVE_FLOPS] = out[roofline.ATTN_FLOPS_PER_PAIR] / (factor * memory_rate)
+    return out
+
+
+COEFFICIENTS = {name: d.coefficients for name, d in DEPLOYMENTS.items()}
+COEFFICIENTS["attention-flips"] = _slow_attention(COEFFICIENTS["dense"], 1.02)
+COEFFICIENTS["attention-compute"] = _slow_attention(COEFFICIENTS["tp4"], 10.0)
 
 
 @st.composite
@@ -62,7 +78,7 @@ def scenarios(draw):
         hashes=hashes, hash_offsets=offsets,
         flat_hashes=np.array([x for h in hashes for x in h], dtype=np.int64),
         hash_tokens=hash_tokens,
-        coef=DEPLOYMENTS[draw(st.sampled_from(sorted(DEPLOYMENTS)))].coefficients,
+        coef=COEFFICIENTS[draw(st.sampled_from(sorted(COEFFICIENTS)))],
         replicas=draw(st.integers(1, 3)),
         max_seqs=draw(st.sampled_from([1, 2, 5, 256])),
         max_batched_tokens=draw(st.sampled_from([64, 512, 2048, 8192])),
