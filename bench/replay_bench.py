@@ -32,8 +32,8 @@ from pipelines.roofline import load_catalog
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples"
 RATE_PER_S = 45.0
 # Conv requests hold a replica for ~5 s each (mostly decode at small batch), so a 70% busy
-# share at 45 requests/s takes ~310 replicas of the default deployment (measured: see output).
-REPLICAS_AT_70_PCT = 310
+# share at 45 requests/s takes ~290 replicas of the default deployment (measured: see output).
+REPLICAS_AT_70_PCT = 290
 SIZES = [1_000_000, 10_000_000, 27_000_000]
 
 

@@ -206,6 +206,14 @@ def _decode_step(coef, batch, s0, k):
 
 
 @njit(cache=True)
+def _decode_duration(coef, batch, s0, k):
+    """Duration of decode step k of a run (one step_cost call: the hot path of the sums)."""
+    ctx = s0 + k * batch
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, batch, ctx, ctx, batch)
+    return max(compute_s, memory_s) + fixed_s
+
+
+@njit(cache=True)
 def _flip(coef, batch, s0, steps):
     """First step index of a run whose attention bound differs from step 0's (steps if none):
     attention compute minus memory time is affine in k, so it changes sign at most once (the
@@ -229,8 +237,8 @@ def _series(coef, batch, s0, k0, k1):
     """Sums over steps k0..k1 (one attention bound) of the duration d_k and of k * d_k (d is
     affine there)."""
     n = k1 - k0 + 1
-    d0 = _decode_step(coef, batch, s0, float(k0))[0]
-    d1 = _decode_step(coef, batch, s0, float(k1))[0]
+    d0 = _decode_duration(coef, batch, s0, float(k0))
+    d1 = _decode_duration(coef, batch, s0, float(k1))
     total = n * (d0 + d1) / 2.0
     slope = (d1 - d0) / (n - 1) if n > 1 else 0.0
     j_sum = n * (n - 1) / 2.0
@@ -516,7 +524,7 @@ def simulate(
                     start += total
                     k = last + 1
                 if k < steps and t > edge:
-                    d = _decode_step(coef, batch, s0, float(k))[0]
+                    d = _decode_duration(coef, batch, s0, float(k))
                     _accumulate(timeline, r, start, start + d, bin_s, batch, s0 + k * batch)
                     start += d
                     k += 1
