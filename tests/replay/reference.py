@@ -12,6 +12,7 @@ import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from pipelines.replay import engine
 from pipelines.roofline import step as roofline
 
 
@@ -217,16 +218,10 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         tokens = float(sum(s.chunk for s in r.in_step))
         all_pairs = sum(pairs(s) for s in r.in_step)
         kv_read = float(sum(s.ctx for s in r.in_step))
-        # The step's two kernels: the GEMMs alone are a step without attention work; the
-        # attention is the rest of the core time.
-        compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, all_pairs, kv_read, tokens)
-        core = max(compute_s, memory_s)
-        compute_part = compute_s - memory_s if compute_s >= memory_s else compute_s
-        gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, 0.0, 0.0, 0.0)
-        gemm_s = max(gemm_c, gemm_m)
-        gemm_compute_bound = gemm_c >= gemm_m
-        attn_s = core - gemm_s
-        attn_compute_bound = compute_part - (gemm_s if gemm_compute_bound else 0.0) > 0.0
+        # The step's two kernels, as step_cost defines them (engine.kernels): the GEMMs, then
+        # the attention, each with its own bound.
+        duration, gemm_s, gemm_compute_bound, attn_s, attn_compute_bound, fixed_s = engine.kernels(
+            coef, tokens, all_pairs, kv_read, tokens)
         batch = len(r.in_step)
         for s in r.in_step:
             if gemm_compute_bound:
@@ -243,7 +238,7 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
             else:
                 s.prefill_gpu += gpu
             s.compute_gpu += (gemm if gemm_compute_bound else 0.0) + (attn if attn_compute_bound else 0.0)
-        r.step_end = t + core + fixed_s
+        r.step_end = t + duration
         log.append((r.index, t, r.step_end, batch))
 
     while True:

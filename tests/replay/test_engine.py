@@ -12,7 +12,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from pipelines.formats import read_azure_csv
-from pipelines.replay import ReplayError, replay, replay_fleet
+from pipelines.replay import ReplayError, engine, replay, replay_fleet
+from pipelines.replay.api import _prefix_hashes
 from pipelines.roofline import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -301,3 +302,51 @@ def test_long_replays_report_progress(seed, monkeypatch):
                  progress=lambda routed, total, now: calls.append((routed, total, now)))
     assert [(routed, total) for routed, total, _ in calls] == [(10, 35), (20, 35), (30, 35)]
     assert [now for _, _, now in calls] == sorted(now for _, _, now in calls)
+
+
+MOONCAKE = ROOT / "tests" / "fixtures" / "mooncake" / "conversation_trace_excerpt.jsonl"
+
+
+def test_real_mooncake_excerpt_reuses_prefixes(catalog):
+    """600 real Kimi conversation requests (prefix hashes per 512 tokens): no request finds more
+    in the cache than earlier requests' full blocks could have put there; with one replica and
+    ample KV nearly all of that is found; the default fleet (3 replicas, KV pressure) finds less
+    but still saves prefill GPU time."""
+    log = pl.read_ndjson(MOONCAKE)
+    requests = log.select(
+        arrival_s=pl.col("timestamp") / 1000.0, prompt_tokens="input_length",
+        output_tokens="output_length", prefix_hashes=pl.col("hash_ids").cast(pl.List(pl.Int64)))
+    # the upper bound by arrival order: leading hashes that earlier requests held as full
+    # 512-token blocks (a replay may find fewer: another replica, not yet prefilled, evicted)
+    seen: set[int] = set()
+    bound = []
+    for hashes, prompt in zip(requests["prefix_hashes"].to_list(), requests["prompt_tokens"]):
+        k = 0
+        while k < min(len(hashes), (prompt - 1) // 512) and hashes[k] in seen:
+            k += 1
+        bound.append(512 * k)
+        seen.update(hashes[: prompt // 512])
+    bound_rate = sum(bound) / requests["prompt_tokens"].sum()
+    assert 0.1 < bound_rate < 0.5
+
+    # one replica whose KV cache never fills (10 M tokens): nothing is evicted
+    d = catalog.deployment("azure-2023-70b-h100")
+    offsets, hashes = _prefix_hashes(requests)
+    n = requests.height
+    hit = engine.simulate(
+        requests["arrival_s"].to_numpy(), requests["prompt_tokens"].to_numpy(),
+        requests["output_tokens"].to_numpy(), np.zeros(n, np.int64), offsets, hashes, 512,
+        d.coefficients, 1, 256, 8192, True, 10_000_000 // 16, 16, 60.0, engine.LEAST_OUTSTANDING,
+    )[8]
+    assert (hit <= np.array(bound)).all()
+    assert hit.sum() / requests["prompt_tokens"].sum() > 0.95 * bound_rate
+
+    result = replay_fleet(requests, d)
+    s = result.stages
+    assert_invariants(result, d)
+    assert 0.01 < result.cache_hit_rate < bound_rate
+    assert (s["cached_hit_tokens"] % 512 == 0).all()
+    assert (s["cached_hit_tokens"] <= pl.Series(bound)).all()
+    plain = replay_fleet(requests.drop("prefix_hashes"), d)
+    assert plain.cache_hit_rate == 0.0
+    assert s["prefill_gpu_s"].sum() < plain.stages["prefill_gpu_s"].sum()

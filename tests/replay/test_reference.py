@@ -188,3 +188,22 @@ def test_invariants(requests, replicas, chunked, kv_fraction, block, router, bin
                                       rel=1e-9, abs=1e-9)
     assert (tl["mean_kv_use"] <= 1 + 1e-12).all()
     assert (tl["busy_share"] <= 1 + 1e-9).all()
+
+
+@pytest.mark.parametrize("name", sorted(COEFFICIENTS))
+@pytest.mark.parametrize(("tokens", "pairs", "kv_read"),
+                         [(1.0, 100.0, 100.0), (64.0, 64e3, 64e3), (8192.0, 3.3e7, 0.0),
+                          (4000.0, 8e6, 2000.0)])
+def test_kernels_split_the_step(name, tokens, pairs, kv_read):
+    """The GEMM and attention times of a step add up to step_cost's core time, and the
+    compute-bound kernels' time is step_cost's compute-bound part."""
+    coef = COEFFICIENTS[name]
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, pairs, kv_read, tokens)
+    duration, gemm_s, gemm_bound, attn_s, attn_bound, fixed = engine.kernels(
+        coef, tokens, pairs, kv_read, tokens)
+    assert duration == max(compute_s, memory_s) + fixed_s and fixed == fixed_s
+    assert gemm_s > 0 and attn_s >= 0
+    assert gemm_s + attn_s == pytest.approx(max(compute_s, memory_s), rel=1e-12)
+    compute_part = (gemm_s if gemm_bound else 0.0) + (attn_s if attn_bound else 0.0)
+    expected = compute_s - memory_s if compute_s >= memory_s else compute_s
+    assert compute_part == pytest.approx(expected, rel=1e-9, abs=1e-15)
