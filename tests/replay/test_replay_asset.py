@@ -13,6 +13,13 @@ from pipelines.defs.replay.assets import replayed_fleet
 from pipelines.warehouse import publish_staged, read_table, stage_rows, write_table
 
 
+def _write_requests(conn, frame: pl.DataFrame) -> None:
+    """The requests table and the trace_files rows the replay reads beside it."""
+    write_table(conn, "requests", frame)
+    write_table(conn, "trace_files", frame.select("trace").unique(maintain_order=True).with_columns(
+        prefix_block_tokens=pl.lit(None, pl.Int64)))
+
+
 def _requests(trace: str, prompts: list[int]) -> pl.DataFrame:
     n = len(prompts)
     return pl.DataFrame({
@@ -40,7 +47,7 @@ def _tables(path) -> set[str]:
 def test_replay_replaces_both_tables(tmp_path):
     path = tmp_path / "w.duckdb"
     with _connect(path) as conn:
-        write_table(conn, "requests", pl.concat([_requests("a", [100, 200]), _requests("b", [300])]))
+        _write_requests(conn, pl.concat([_requests("a", [100, 200]), _requests("b", [300])]))
     result = _materialize(path)
     assert result.success
     with _connect(path) as conn:
@@ -48,24 +55,24 @@ def test_replay_replaces_both_tables(tmp_path):
         timeline = read_table(conn, "fleet_timeline")
     assert sorted(stages["request_id"]) == ["a:0", "a:1", "b:0"]
     assert set(timeline["trace"]) == {"a", "b"}
-    assert _tables(path) == {"requests", "request_stages", "fleet_timeline"}
+    assert _tables(path) == {"requests", "trace_files", "request_stages", "fleet_timeline"}
 
 
 def test_a_failing_second_trace_leaves_the_previous_tables(tmp_path):
     path = tmp_path / "w.duckdb"
     with _connect(path) as conn:
-        write_table(conn, "requests", _requests("old", [100]))
+        _write_requests(conn, _requests("old", [100]))
     assert _materialize(path).success
     with _connect(path) as conn:
         before = read_table(conn, "request_stages"), read_table(conn, "fleet_timeline")
         # the first trace replays (and is staged), the second cannot fit any replica's KV cache
-        write_table(conn, "requests", pl.concat([_requests("good", [100]), _requests("bad", [10**8])]))
+        _write_requests(conn, pl.concat([_requests("good", [100]), _requests("bad", [10**8])]))
     result = _materialize(path)
     assert not result.success
     with _connect(path) as conn:
         assert read_table(conn, "request_stages").equals(before[0])
         assert read_table(conn, "fleet_timeline").equals(before[1])
-    assert _tables(path) == {"requests", "request_stages", "fleet_timeline"}
+    assert _tables(path) == {"requests", "trace_files", "request_stages", "fleet_timeline"}
 
 
 def test_publish_is_all_or_nothing(tmp_path):

@@ -9,6 +9,7 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.replay import ReplayError, replay_fleet
+from pipelines.replay.api import MOONCAKE_HASH_TOKENS
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.warehouse import publish_staged, read_table, stage_rows
@@ -47,6 +48,9 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         raise dg.Failure(f"replay config: {exc}") from None
     with duckdb.get_connection() as conn:
         requests = read_table(conn, "requests")
+        # tokens per prefix hash, as the trace's format says (Mooncake: 512)
+        block_tokens = {row["trace"]: row["prefix_block_tokens"] for row in read_table(
+            conn, "trace_files").select("trace", "prefix_block_tokens").iter_rows(named=True)}
         traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
         del requests
         if not traces:
@@ -62,7 +66,8 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
 
             try:
                 result = replay_fleet(frame, deployment, bin_s=config.timeline_bin_s,
-                                      router=config.router, progress=progress)
+                                      router=config.router, progress=progress,
+                                      hash_tokens=block_tokens.get(trace) or MOONCAKE_HASH_TOKENS)
             except ReplayError as exc:
                 raise dg.Failure(f"trace {trace}: {exc}") from None
             labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
