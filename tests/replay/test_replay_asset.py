@@ -1,7 +1,10 @@
-"""The replay asset: all traces' results replace both tables at once, and a replay that fails
-or is interrupted part-way leaves the previous tables whole and no staging tables behind."""
+"""The replay asset: all traces' results replace both tables at once, a replay that fails or
+is interrupted part-way leaves the previous tables whole and no staging tables behind, and an
+ingested Mooncake log's prefix hashes reach the replay."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -9,8 +12,12 @@ import polars as pl
 import pytest
 from dagster_duckdb import DuckDBResource
 
+from pipelines.defs.ingest.assets import ingested_traces
 from pipelines.defs.replay.assets import replayed_fleet
 from pipelines.warehouse import publish_staged, read_table, stage_rows, write_table
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def _write_requests(conn, frame: pl.DataFrame) -> None:
@@ -88,3 +95,24 @@ def test_publish_is_all_or_nothing(tmp_path):
         publish_staged(conn, ["one", "two"])
         assert read_table(conn, "one")["x"].to_list() == [10, 11]
         assert read_table(conn, "two")["x"].to_list() == [20]
+
+
+def test_a_mooncake_log_is_ingested_and_replayed_with_its_prefix_hashes(tmp_path, monkeypatch):
+    """End to end through ingest: the Mooncake reader's prefix hashes and block size reach the
+    replay, which reports a non-zero prefix-cache hit rate."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "mooncake_conversation.jsonl").write_text(
+        (FIXTURES / "mooncake" / "conversation_trace_excerpt.jsonl").read_text())
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
+    path = tmp_path / "w.duckdb"
+    result = dg.materialize([ingested_traces, replayed_fleet],
+                            resources={"duckdb": DuckDBResource(database=str(path))})
+    assert result.success
+    metadata = result.asset_materializations_for_node("replayed_fleet")[0].metadata
+    (rate,) = metadata["prefix_cache_hit_rate"].value.values()
+    assert 0.01 < rate < 0.5
+    with _connect(path) as conn:
+        stages = read_table(conn, "request_stages")
+    assert stages.height == 600
+    assert (stages["cached_hit_tokens"] % 512 == 0).all() and stages["cached_hit_tokens"].sum() > 0
