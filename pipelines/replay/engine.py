@@ -82,8 +82,10 @@ result beyond floating-point rounding):
   proportional to S_k + B (memory-bound) or S_k (compute-bound), so sequence i's part of it,
   rate * (ctx_i + k + 1) or rate * (ctx_i + k), is affine in k and sums in O(1) per sequence. An arrival routed to a replica in a run cuts the run after the step that
   is running at that instant (binary search over the closed-form step ends).
-  KV safety: a run is at most 1 + block_tokens * floor(free_blocks / B) steps long, since no
-  sequence needs more than ceil((K - 1) / block_tokens) new blocks in K - 1 further steps.
+  KV safety: a run is at most 1 + block_tokens * floor(room / B) steps long (room: free blocks
+  plus those of unused prefix-cache entries, which the run's end evicts in LRU order as the
+  steps would have), since no sequence needs more than ceil((K - 1) / block_tokens) new blocks
+  in K - 1 further steps.
 - The next step end, and the router's least-loaded replica, come from min-trees over the
   replicas (O(log replicas) per change), so fleets of hundreds of replicas stay cheap.
 """
