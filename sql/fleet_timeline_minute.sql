@@ -1,6 +1,6 @@
 -- The fleet per trace and minute (fleet_timeline's per-replica bins rolled up), baseline:
 -- utilization = busy share of the fleet's GPU time; sequences and queued = mean number running /
--- waiting over the whole fleet; kv_use = mean share of KV blocks in use per replica;
+-- waiting over the whole fleet; kv_use = mean share of KV capacity holding tokens per replica;
 -- spend_usd = busy + idle GPU-seconds priced; arrivals = requests that arrived in the minute.
 CREATE OR REPLACE TABLE fleet_timeline_minute AS
 WITH minutes AS (
