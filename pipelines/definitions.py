@@ -1,14 +1,15 @@
 """The Dagster code location: `dagster ... -m pipelines.definitions`.
 
-Runs execute in-process (one DuckDB writer, and no 4x process start-up cost per step).
-The warehouse file comes from FLEETSPEND_WAREHOUSE (see pipelines/settings.py); tests build
-their own Definitions on a temporary warehouse with `build_defs`.
+Runs execute in-process (one DuckDB writer, and no 4x process start-up cost per step); the
+warehouse resource relies on it: one resource per run, so one working copy published at the end
+(pipelines/publish.py). The warehouse file comes from FLEETSPEND_WAREHOUSE (see
+pipelines/settings.py); tests build their own Definitions on a temporary warehouse with
+`build_defs`.
 """
 
 from pathlib import Path
 
 import dagster as dg
-from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.calibration import assets as calibration_assets
@@ -21,6 +22,7 @@ from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.reports import assets as report_assets
 from pipelines.defs.reports import checks as report_checks
 from pipelines.defs.reports import what_if as what_if_assets
+from pipelines.defs.resources import PublishedWarehouse
 
 
 # Write the warehouse in DuckDB 1.5 storage format, so the `duckdb` shell (duckdb-cli, the newest
@@ -29,15 +31,15 @@ WAREHOUSE_CONFIG = {"storage_compatibility_version": "v1.5.0"}
 
 
 def build_defs(warehouse: Path) -> dg.Definitions:
-    """Every asset and check, writing to the DuckDB file `warehouse` (its folder is created)."""
-    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    """Every asset and check, publishing to the DuckDB file `warehouse` (its folder is created
+    by the first run, after the preflight has checked it can be)."""
     return dg.Definitions(
         assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets,
                                                 what_if_assets, calibration_assets]),
         asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks, report_checks]),
         jobs=[ingest_sensors.ingest_job],
         sensors=[ingest_sensors.trace_inbox_sensor],
-        resources={"duckdb": DuckDBResource(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
+        resources={"duckdb": PublishedWarehouse(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
         executor=dg.in_process_executor,
     )
 

@@ -1,0 +1,70 @@
+"""The warehouse resource: DuckDBResource's get_connection(), pointed at the run's working copy.
+
+Asset code is unchanged (`with duckdb.get_connection() as conn`); underneath, the run's first
+connection takes the writer lock and copies the last published warehouse (pipelines/publish.py),
+and the end of the run publishes it atomically if no step failed. With the in-process executor a
+run initializes this resource once, so `setup_for_execution` is the start of the run (where the
+preflight runs, before any step) and `teardown_after_execution` its end.
+"""
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+from dagster_duckdb import DuckDBResource
+from pydantic import PrivateAttr
+
+from pipelines import settings
+from pipelines.defs.replay.assets import ReplayConfig
+from pipelines.preflight import ConfigurationError, RunChoices, preflight
+from pipelines.publish import Workspace
+
+
+def run_choices(run_config: dict) -> RunChoices:
+    """The deployment names a run config chooses (any asset config field named `deployment`),
+    or the replay's default when none does."""
+    chosen = [(f"{op}.deployment", cfg["deployment"])
+              for op, body in (run_config.get("ops") or {}).items()
+              if isinstance(cfg := (body or {}).get("config"), dict) and "deployment" in cfg]
+    default = ReplayConfig.model_fields["deployment"].default
+    return RunChoices(deployments=chosen or [("replayed_fleet.deployment (default)", default)])
+
+
+class PublishedWarehouse(DuckDBResource):
+    """`database` is the published file analysts read; runs never open it (see publish.py)."""
+
+    _workspace: Workspace | None = PrivateAttr(default=None)
+    _run: dg.InitResourceContext | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._run = context if context.dagster_run is not None else None
+        if self._run is None:
+            return
+        try:
+            preflight(Path(self.database), settings.reference_dir(),
+                      run_choices(context.dagster_run.run_config))
+        except ConfigurationError as exc:
+            raise dg.Failure(str(exc)) from None
+
+    @contextmanager
+    def get_connection(self):
+        if self._run is None:
+            raise dg.Failure("the warehouse is written only inside a run (materialize the assets)")
+        if self._workspace is None:
+            workspace = Workspace(Path(self.database), self._run.run_id, self._run.log.info)
+            workspace.begin()
+            self._workspace = workspace
+        with duckdb.connect(str(self._workspace.working), config=self.connection_config) as conn:
+            yield conn
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        workspace, self._workspace = self._workspace, None
+        if workspace is None:
+            return
+        failures = context.instance.get_records_for_run(
+            context.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+        if failures:
+            workspace.abandon()
+        else:
+            workspace.commit()

@@ -1,0 +1,178 @@
+"""Runs write a private working copy of the warehouse and publish it whole, atomically, at the end.
+
+Why: analysts keep `duckdb` sessions open on the warehouse while cron and the UI materialize. A
+DuckDB file has one writer *or* many readers, so writing the file analysts read would make a run
+fail (or retry and stall) whenever a session is open — and a run killed half-way would leave them
+a mix of new and old tables. Instead:
+
+    <dir>/fleetspend.duckdb                 published: what analysts open; only ever replaced whole
+    <dir>/.fleetspend.duckdb.private/
+        lock                                held (flock) by the one run writing; freed if it dies
+        current.duckdb                      the pipeline's own copy of the last published state
+        run-<run id>.duckdb                 this run's working copy: every asset writes here
+        publish-pending                     marker: a publish was started and may be incomplete
+
+A run begins by copying `current` to its working copy and ends, if every step succeeded, by
+checkpointing it, copying it beside the published file, renaming the working copy onto `current`
+and `os.replace`-ing the copy onto the published path. `os.replace` is atomic on one file system:
+a reader opening the path sees the old file or the new one, never a mix, and a session that has
+the old file open keeps reading it (its inode lives until the session closes). Nothing the
+pipeline does ever opens the published file, so no reader lock can stop a run, and no run can
+stop a reader.
+
+A run that fails or is killed publishes nothing: the published file and `current` are exactly as
+before, and the next run deletes the abandoned working copy. A run killed during the publish
+leaves `publish-pending`; the next run repeats the publish from `current` before anything else.
+Runs that overlap wait for each other on the lock (they would otherwise overwrite each other).
+
+The published file is a product for reading: tables an analyst creates in it are replaced at the
+next publish (use your own database and ATTACH the warehouse read-only). The cost is two file
+copies per run and up to three copies of the warehouse on disk.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+
+PRIVATE_PREFIX = "."
+PRIVATE_SUFFIX = ".private"
+
+
+class PublishError(RuntimeError):
+    """The warehouse could not be prepared or published; the message says which path and why."""
+
+
+def private_dir(published: Path) -> Path:
+    """The pipeline's own folder beside the published file (same file system, so renames are atomic)."""
+    return published.parent / f"{PRIVATE_PREFIX}{published.name}{PRIVATE_SUFFIX}"
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _copy_durably(source: Path, target: Path) -> None:
+    shutil.copyfile(source, target)
+    with open(target, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+class Workspace:
+    """One run's private working copy of the warehouse at `published`, and its publication.
+
+    `begin` takes the writer lock and prepares the working copy; then `commit` publishes it or
+    `abandon` throws it away, and both release the lock. `log` receives one line per step.
+    """
+
+    def __init__(self, published: Path, run_id: str, log: Callable[[str], None] = lambda _: None):
+        if not run_id or not run_id.replace("-", "").isalnum():
+            raise ValueError(f"run id {run_id!r}: expected letters, digits and dashes")
+        self.published = published
+        self.private = private_dir(published)
+        self.current = self.private / "current.duckdb"
+        self.working = self.private / f"run-{run_id}.duckdb"
+        self._pending = self.private / "publish-pending"
+        self._staged = published.parent / f"{PRIVATE_PREFIX}{published.name}.publishing-{run_id}"
+        self._log = log
+        self._lock: int | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def begin(self) -> Path:
+        """Lock, finish or clean up what an earlier killed run left, and copy the last published
+        state into this run's working copy; returns its path."""
+        try:
+            self.private.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise PublishError(f"warehouse folder {self.published.parent}: cannot create "
+                               f"{self.private.name} ({exc.strerror})") from None
+        self._acquire()
+        try:
+            self._recover()
+            if self.current.exists():
+                _copy_durably(self.current, self.working)
+            elif self.published.exists():
+                # First run with this layout: adopt the file that is there.
+                self._log(f"adopting existing warehouse {self.published}")
+                _copy_durably(self.published, self.working)
+            self._log(f"run writes to private working copy {self.working}")
+        except BaseException:
+            self._release()
+            raise
+        return self.working
+
+    def commit(self) -> None:
+        """Publish the working copy atomically and make it the base of the next run."""
+        try:
+            self._checkpoint(self.working)
+            self._pending.touch()
+            _fsync_dir(self.private)
+            _copy_durably(self.working, self._staged)
+            os.replace(self.working, self.current)
+            os.replace(self._staged, self.published)
+            _fsync_dir(self.published.parent)
+            self._pending.unlink()
+            self._log(f"published {self.published}")
+        finally:
+            self._release()
+
+    def abandon(self) -> None:
+        """Drop the working copy; the published warehouse stays exactly as it was."""
+        try:
+            for path in (self.working, self.working.with_name(self.working.name + ".wal")):
+                path.unlink(missing_ok=True)
+            self._log(f"run did not complete: nothing published, {self.published} unchanged")
+        finally:
+            self._release()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _acquire(self) -> None:
+        fd = os.open(self.private / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            self._log(f"waiting for the run in process {holder} to publish {self.published}")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock = fd
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)  # closing the descriptor releases the flock
+            self._lock = None
+
+    def _recover(self) -> None:
+        """Under the lock, nobody else is writing: whatever a dead run left can go."""
+        if self._pending.exists() and self.current.exists():
+            self._log("an earlier run was stopped while publishing: publishing its result again")
+            _copy_durably(self.current, self._staged)
+            os.replace(self._staged, self.published)
+            _fsync_dir(self.published.parent)
+        self._pending.unlink(missing_ok=True)
+        stale = [*self.private.glob("run-*.duckdb*"),
+                 *self.published.parent.glob(f"{PRIVATE_PREFIX}{self.published.name}.publishing-*")]
+        for path in stale:
+            path.unlink()
+        if stale:
+            self._log(f"removed {len(stale)} file(s) left by a run that was stopped")
+
+    @staticmethod
+    def _checkpoint(path: Path) -> None:
+        """Fold the write-ahead log into the file, so the copy is the whole database."""
+        if not path.exists():
+            raise PublishError(f"{path}: the run wrote nothing to publish")
+        with duckdb.connect(str(path)) as conn:
+            conn.execute("CHECKPOINT")
+        if path.with_name(path.name + ".wal").exists():
+            raise PublishError(f"{path}: write-ahead log still present after CHECKPOINT")
