@@ -15,20 +15,9 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 from pydantic import PrivateAttr
 
-from pipelines import settings
-from pipelines.defs.replay.assets import ReplayConfig
-from pipelines.preflight import ConfigurationError, RunChoices, preflight
+from pipelines.defs.preflight import check_run
+from pipelines.preflight import ConfigurationError
 from pipelines.publish import Workspace
-
-
-def run_choices(run_config: dict) -> RunChoices:
-    """The deployment names a run config chooses (any asset config field named `deployment`),
-    or the replay's default when none does."""
-    chosen = [(f"{op}.deployment", cfg["deployment"])
-              for op, body in (run_config.get("ops") or {}).items()
-              if isinstance(cfg := (body or {}).get("config"), dict) and "deployment" in cfg]
-    default = ReplayConfig.model_fields["deployment"].default
-    return RunChoices(deployments=chosen or [("replayed_fleet.deployment (default)", default)])
 
 
 class PublishedWarehouse(DuckDBResource):
@@ -38,12 +27,11 @@ class PublishedWarehouse(DuckDBResource):
     _run: dg.InitResourceContext | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._run = context if context.dagster_run is not None else None
+        self._run = context if context.run is not None else None
         if self._run is None:
             return
         try:
-            preflight(Path(self.database), settings.reference_dir(),
-                      run_choices(context.dagster_run.run_config))
+            check_run(Path(self.database), context.run.run_config)
         except ConfigurationError as exc:
             raise dg.Failure(str(exc)) from None
 

@@ -1,0 +1,103 @@
+"""Bad configuration: one clear message per problem at the start of the run, before any step."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from pipelines.definitions import build_defs
+from pipelines.publish import private_dir
+from tests.operations.conftest import ROOT
+
+DEPLOYMENT = "azure-2023-70b-h100"
+
+
+def _reference(tmp_path, **changes) -> str:
+    """A copy of data/reference with the default deployment's row changed."""
+    folder = tmp_path / "reference"
+    shutil.copytree(ROOT / "data" / "reference", folder)
+    file = folder / "deployments.csv"
+    rows = pl.read_csv(file, infer_schema_length=None)
+    rows = rows.with_columns(**{column: pl.when(pl.col("deployment") == DEPLOYMENT)
+                                .then(pl.lit(value)).otherwise(pl.col(column).cast(pl.String))
+                                for column, value in changes.items()})
+    rows.write_csv(file)
+    return str(folder)
+
+
+def _run(warehouse, run_config=None):
+    defs = build_defs(warehouse)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, run_config=run_config or {}, raise_on_error=False)
+    started = [e for e in result.all_events if e.event_type_value == "STEP_START"]
+    failure = next(e for e in result.all_events if e.event_type_value == "RESOURCE_INIT_FAILURE")
+    return result, started, failure.event_specific_data.error.message
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"gpu": "h100-sxmm"}, "unknown gpu 'h100-sxmm'"),
+    ({"model": "llama-9-70b"}, "unknown model 'llama-9-70b'"),
+    ({"replicas": "-3"}, "replicas=-3: both must be whole numbers >= 1"),
+    ({"price_plan": "free-forever"}, "plan 'free-forever'"),
+])
+def test_bad_catalog_fails_before_any_step(tmp_path, monkeypatch, change, expected):
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", _reference(tmp_path, **change))
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    result, started, message = _run(warehouse)
+    assert not result.success and started == []
+    assert f"deployment '{DEPLOYMENT}'" in message and expected in message
+    assert "deployments.csv" in message
+    assert not private_dir(warehouse).exists() and not warehouse.exists()
+
+
+def test_unknown_deployment_in_run_config_is_named_with_the_choices(tmp_path):
+    name = "h100'; DROP TABLE requests; --"
+    config = {"ops": {"replayed_fleet": {"config": {"deployment": name}}}}
+    result, started, message = _run(tmp_path / "wh" / "fleetspend.duckdb", config)
+    assert started == []
+    assert f"replayed_fleet.deployment={name!r}: no such deployment" in message
+    assert "azure-2023-70b-h100, seed-example" in message
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "read_only_file_system"])
+def test_unwritable_warehouse_folder(tmp_path, where):
+    if where == "under_a_file":
+        (tmp_path / "plain").write_text("")
+        warehouse = tmp_path / "plain" / "wh" / "fleetspend.duckdb"
+    else:
+        warehouse = Path("/proc/fleetspend/fleetspend.duckdb")  # mkdir refused even for root
+    result, started, message = _run(warehouse)
+    assert started == [] and f"FLEETSPEND_WAREHOUSE={warehouse}" in message
+
+
+def test_several_problems_are_listed_together(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", _reference(tmp_path, gpu="tpu-v9"))
+    (tmp_path / "plain").write_text("")
+    _, _, message = _run(tmp_path / "plain" / "fleetspend.duckdb")
+    lines = message.splitlines()
+    assert lines[0].endswith("Failure: configuration problem(s), nothing was run:")
+    assert len(lines) == 3 and "FLEETSPEND_WAREHOUSE" in lines[1] and "tpu-v9" in lines[2]
+
+
+def test_command_prints_the_message_without_a_traceback(tmp_path):
+    (tmp_path / "plain").write_text("")
+    config = tmp_path / "run.yaml"
+    config.write_text("ops:\n  replayed_fleet:\n    config:\n      deployment: nope\n")
+    env = {"FLEETSPEND_WAREHOUSE": str(tmp_path / "plain" / "w.duckdb"), "PATH": "/usr/bin:/bin"}
+    bad = subprocess.run([sys.executable, "-m", "pipelines.defs.preflight", "-c", str(config)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "replayed_fleet.deployment='nope': no such deployment" in bad.stderr
+    assert "cannot write in" in bad.stderr or "is not a folder" in bad.stderr
+
+    env["FLEETSPEND_WAREHOUSE"] = str(tmp_path / "ok" / "w.duckdb")
+    good = subprocess.run([sys.executable, "-m", "pipelines.defs.preflight"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0 and "configuration ok" in good.stdout

@@ -1,0 +1,94 @@
+"""The publish protocol of pipelines/publish.py, step by step, without Dagster."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import duckdb
+import pytest
+
+from pipelines.publish import Workspace, private_dir
+from tests.operations.conftest import sha256
+
+
+def _run(published, run_id, value, finish="commit", log=None):
+    workspace = Workspace(published, run_id, log or (lambda _: None))
+    with duckdb.connect(str(workspace.begin())) as conn:
+        conn.execute("CREATE OR REPLACE TABLE t AS SELECT ? AS v", [value])
+    getattr(workspace, finish)()
+    return workspace
+
+
+def _value(published):
+    with duckdb.connect(str(published), read_only=True) as conn:
+        return conn.execute("SELECT v FROM t").fetchall()[0][0]
+
+
+def test_commit_publishes_and_abandon_leaves_it_alone(tmp_path):
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    assert _value(published) == 1
+    before = sha256(published)
+    _run(published, "r2", 2, finish="abandon")
+    assert sha256(published) == before
+    assert sorted(p.name for p in private_dir(published).iterdir()) == ["current.duckdb", "lock"]
+    _run(published, "r3", 3)
+    assert _value(published) == 3
+
+
+def test_a_run_starts_from_the_last_published_state(tmp_path):
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    workspace = Workspace(published, "r2")
+    with duckdb.connect(str(workspace.begin())) as conn:
+        assert conn.execute("SELECT v FROM t").fetchall() == [(1,)]
+    workspace.abandon()
+
+
+def test_killed_while_publishing_the_next_run_publishes_again(tmp_path, monkeypatch):
+    """Death between making the result current and replacing the published file: the marker
+    left behind makes the next run finish that publish first."""
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    real_replace = os.replace
+
+    def die_on_publish(source, target):
+        if str(target) == str(published):
+            raise KeyboardInterrupt("killed")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", die_on_publish)
+    with pytest.raises(KeyboardInterrupt):
+        _run(published, "r2", 2)
+    monkeypatch.undo()
+    assert _value(published) == 1
+    lines = []
+    workspace = Workspace(published, "r3", lines.append)
+    workspace.begin()
+    assert _value(published) == 2
+    assert any("publishing its result again" in line for line in lines)
+    workspace.abandon()
+    assert not [p for p in published.parent.iterdir() if ".publishing-" in p.name]
+
+
+def test_overlapping_runs_wait_for_each_other(tmp_path):
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    first = Workspace(published, "r2")
+    first.begin()
+    lines = []
+    second = threading.Thread(target=_run, args=(published, "r3", 3, "commit", lines.append))
+    second.start()
+    second.join(timeout=1.0)
+    assert second.is_alive() and any("waiting for the run in process" in line for line in lines)
+    with duckdb.connect(str(first.working)) as conn:
+        conn.execute("CREATE OR REPLACE TABLE t AS SELECT 2 AS v")
+    first.commit()
+    second.join(timeout=30)
+    assert _value(published) == 3
+
+
+def test_run_ids_cannot_name_other_paths(tmp_path):
+    with pytest.raises(ValueError, match="run id"):
+        Workspace(tmp_path / "wh.duckdb", "../../etc")
