@@ -40,7 +40,7 @@ class PublishedWarehouse(DuckDBResource):
         if self._run is None:
             raise dg.Failure("the warehouse is written only inside a run (materialize the assets)")
         if self._workspace is None:
-            workspace = Workspace(Path(self.database), self._run.run_id, self._run.log.info)
+            workspace = Workspace(Path(self.database), self._run.run.run_id, self._run.log.info)
             workspace.begin()
             self._workspace = workspace
         with duckdb.connect(str(self._workspace.working), config=self.connection_config) as conn:
@@ -51,7 +51,7 @@ class PublishedWarehouse(DuckDBResource):
         if workspace is None:
             return
         failures = context.instance.get_records_for_run(
-            context.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
+            context.run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
         if failures:
             workspace.abandon()
         else:
