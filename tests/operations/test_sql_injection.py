@@ -1,0 +1,66 @@
+"""Nothing user-given reaches SQL as text: names with quotes and semicolons are either refused as
+identifiers or carried as values (Arrow columns, bound parameters), never spliced into SQL."""
+
+from __future__ import annotations
+
+import shutil
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+
+from pipelines.definitions import build_defs
+from pipelines.warehouse import read_table, row_count, run_sql, scalar, write_table
+from tests.operations.conftest import ROOT, head_of_sample
+
+HOSTILE = "x'; DROP TABLE requests; --"
+
+
+@pytest.mark.parametrize("call", [
+    lambda conn: write_table(conn, HOSTILE, pl.DataFrame({"a": [1]})),
+    lambda conn: read_table(conn, HOSTILE),
+    lambda conn: row_count(conn, 'requests"; DROP TABLE requests; --'),
+    lambda conn: run_sql(conn, "../requests; DROP"),
+])
+def test_table_and_step_names_are_checked_identifiers(call):
+    with duckdb.connect() as conn:
+        write_table(conn, "requests", pl.DataFrame({"a": [1, 2]}))
+        with pytest.raises(ValueError, match="expected lower-case letters, digits and underscores"):
+            call(conn)
+        assert row_count(conn, "requests") == 2
+
+
+def test_values_are_bound_parameters():
+    with duckdb.connect() as conn:
+        assert scalar(conn, "SELECT ?::VARCHAR", [HOSTILE]) == HOSTILE
+
+
+def test_hostile_file_and_deployment_names_are_data(tmp_path, monkeypatch):
+    """A trace file and a catalog deployment named like SQL injections go through the whole
+    graph and come out as plain values."""
+    traces = tmp_path / "traces"
+    sample = head_of_sample(tmp_path / "sample", "AzureLLMInferenceTrace_code.csv", 100)
+    traces.mkdir()
+    shutil.copy(sample, traces / "it's; DROP TABLE requests; --.csv")
+    reference = tmp_path / "reference"
+    shutil.copytree(ROOT / "data" / "reference", reference)
+    deployments = pl.read_csv(reference / "deployments.csv", infer_schema_length=None)
+    hostile = deployments.filter(pl.col("deployment") == "azure-2023-70b-h100").with_columns(
+        deployment=pl.lit(HOSTILE))
+    pl.concat([deployments, hostile]).write_csv(reference / "deployments.csv")
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(traces))
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(reference))
+    monkeypatch.setenv("FLEETSPEND_REPORTS_DIR", str(tmp_path / "reports"))
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = build_defs(warehouse).resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, run_config={"ops": {"replayed_fleet": {"config": {"deployment": HOSTILE}}}})
+    assert result.success
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert scalar(conn, "SELECT count(*) FROM requests") == 100
+        assert scalar(conn, "SELECT DISTINCT deployment FROM request_costs") == HOSTILE
+        traces_seen = scalar(conn, "SELECT list(DISTINCT trace) FROM request_stages")
+        assert traces_seen == ["it's; DROP TABLE requests; --"]
+        assert scalar(conn, "SELECT sum(requests) FROM shape_spend") == 100
