@@ -23,6 +23,7 @@ from pipelines.defs.reports import assets as report_assets
 from pipelines.defs.reports import checks as report_checks
 from pipelines.defs.reports import what_if as what_if_assets
 from pipelines.defs.resources import PublishedWarehouse
+from pipelines.defs.schedules import nightly_job, nightly_schedule
 
 
 # Write the warehouse in DuckDB 1.5 storage format, so the `duckdb` shell (duckdb-cli, the newest
@@ -40,6 +41,8 @@ def build_defs(warehouse: Path) -> dg.Definitions:
         jobs=[ingest_sensors.ingest_job],
         sensors=[ingest_sensors.trace_inbox_sensor],
         resources={"duckdb": PublishedWarehouse(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
+        jobs=[nightly_job],
+        schedules=[nightly_schedule(settings.nightly_cron(), warehouse)],
         executor=dg.in_process_executor,
     )
 

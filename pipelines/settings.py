@@ -33,3 +33,9 @@ def reports_dir() -> Path:
 def reference_dir() -> Path:
     """The catalog folder: FLEETSPEND_REFERENCE_DIR, default data/reference."""
     return _path("FLEETSPEND_REFERENCE_DIR", ROOT / "data" / "reference")
+
+
+def nightly_cron() -> str:
+    """When the nightly schedule runs: FLEETSPEND_NIGHTLY_CRON (5-field cron, UTC), default
+    02:00 every day."""
+    return os.environ.get("FLEETSPEND_NIGHTLY_CRON", "").strip() or "0 2 * * *"

@@ -1,0 +1,72 @@
+"""The nightly schedule, evaluated with Dagster's test helpers."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import dagster as dg
+import pytest
+
+from pipelines import settings
+from pipelines.definitions import build_defs
+from pipelines.defs.schedules import nightly_schedule
+
+
+def _evaluate(schedule, instance, when):
+    with dg.build_schedule_context(instance=instance, scheduled_execution_time=when) as context:
+        return schedule.evaluate_tick(context)
+
+
+def test_default_cron_and_targets(tmp_path, monkeypatch):
+    monkeypatch.delenv("FLEETSPEND_NIGHTLY_CRON", raising=False)
+    defs = build_defs(tmp_path / "wh" / "fleetspend.duckdb")
+    schedule = defs.resolve_schedule_def("nightly")
+    assert schedule.cron_schedule == "0 2 * * *" and schedule.execution_timezone == "UTC"
+    job = defs.resolve_job_def("nightly")
+    selected = {k.to_user_string() for k in job.asset_layer.executable_asset_keys}
+    # The day's data, every report downstream of it, and the reference data it is priced with.
+    assert {"requests", "rejected_requests", "trace_files", "request_stages", "request_costs",
+            "shape_spend", "fleet_summary", "report", "roofline", "prices"} <= selected
+
+
+def test_cron_comes_from_the_environment_and_bad_ones_are_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "30 5 * * 1-5")
+    assert settings.nightly_cron() == "30 5 * * 1-5"
+    assert build_defs(tmp_path / "w.duckdb").resolve_schedule_def("nightly").cron_schedule == "30 5 * * 1-5"
+    with pytest.raises(ValueError, match=r"FLEETSPEND_NIGHTLY_CRON='every night': expected a 5-field cron"):
+        nightly_schedule("every night", tmp_path / "w.duckdb")
+
+
+def test_tick_requests_one_run_per_night(tmp_path):
+    schedule = nightly_schedule("0 2 * * *", tmp_path / "wh" / "fleetspend.duckdb")
+    night = dt.datetime(2026, 11, 30, 2, 0, tzinfo=dt.timezone.utc)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _evaluate(schedule, instance, night)
+    [request] = result.run_requests
+    assert request.run_key == night.isoformat() and request.tags["fleetspend/trigger"] == "nightly"
+
+
+def test_tick_with_bad_configuration_is_skipped_with_the_message(tmp_path):
+    (tmp_path / "plain").write_text("")
+    schedule = nightly_schedule("0 2 * * *", tmp_path / "plain" / "fleetspend.duckdb")
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _evaluate(schedule, instance, dt.datetime(2026, 11, 30, 2, tzinfo=dt.timezone.utc))
+    assert not result.run_requests
+    assert "FLEETSPEND_WAREHOUSE=" in result.skip_message and "is not a folder" in result.skip_message
+
+
+def test_nightly_job_runs_and_publishes(tmp_path, monkeypatch):
+    from tests.operations.conftest import head_of_sample
+
+    head_of_sample(tmp_path / "traces", "AzureLLMInferenceTrace_conv.csv", 150)
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(tmp_path / "traces"))
+    monkeypatch.setenv("FLEETSPEND_REPORTS_DIR", str(tmp_path / "reports"))
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = build_defs(warehouse).resolve_job_def("nightly").execute_in_process(instance=instance)
+        text = "\n".join(entry.user_message for entry in instance.all_logs(result.run_id))
+    assert result.success and warehouse.is_file()
+    # Long work shows progress in the run log: rows ingested, requests replayed, the publish.
+    assert "150 rows read, 0 rejected" in text
+    assert "replayed 150 requests" in text
+    assert f"published {warehouse}" in text
