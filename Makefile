@@ -7,6 +7,9 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.installed
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 export FLEETSPEND_WAREHOUSE ?= $(CURDIR)/data/warehouse/fleetspend.duckdb
+# The UI listens on this machine only; set UI_HOST=0.0.0.0 deliberately to expose it.
+UI_HOST     ?= 127.0.0.1
+UI_PORT     ?= 3000
 
 .PHONY: install demo test test-fast ui bench clean browser
 
@@ -22,6 +25,7 @@ $(DAGSTER_HOME)/dagster.yaml:
 	touch $(DAGSTER_HOME)/dagster.yaml
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
+	$(BIN)/python -m pipelines.defs.preflight
 	$(BIN)/dagster asset materialize -m pipelines.definitions --select '*'
 	$(BIN)/python -m pipelines.summary
 
@@ -40,7 +44,7 @@ test-fast: install
 	$(BIN)/python -m pytest -m 'not slow'
 
 ui: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -m pipelines.definitions -h 127.0.0.1 -p 3000
+	$(BIN)/dagster dev -m pipelines.definitions -h $(UI_HOST) -p $(UI_PORT)
 
 bench: install
 	$(BIN)/python bench/replay_bench.py
