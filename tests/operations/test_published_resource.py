@@ -1,0 +1,61 @@
+"""The warehouse resource publishes a run's results only when every step succeeded."""
+
+from __future__ import annotations
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+
+from pipelines.defs.resources import PublishedWarehouse
+from pipelines.warehouse import write_table
+
+
+def _defs(warehouse, value: int, fail: str | None) -> dg.Definitions:
+    @dg.asset
+    def numbers(duckdb: PublishedWarehouse):
+        with duckdb.get_connection() as conn:
+            write_table(conn, "numbers", pl.DataFrame({"v": [value]}))
+
+    @dg.asset_check(asset="numbers", blocking=True)
+    def numbers_are_sane(duckdb: PublishedWarehouse):
+        return dg.AssetCheckResult(passed=fail != "check")
+
+    @dg.asset(deps=["numbers"])
+    def report(duckdb: PublishedWarehouse):
+        if fail == "asset":
+            raise dg.Failure("report broke")
+        with duckdb.get_connection() as conn:
+            write_table(conn, "report", pl.DataFrame({"v": [value * 10]}))
+
+    return dg.Definitions(assets=[numbers, report], asset_checks=[numbers_are_sane],
+                          resources={"duckdb": PublishedWarehouse(database=str(warehouse))})
+
+
+def _run(warehouse, value, fail=None):
+    with dg.DagsterInstance.ephemeral() as instance:
+        job = _defs(warehouse, value, fail).resolve_implicit_global_asset_job_def()
+        return job.execute_in_process(instance=instance, raise_on_error=False).success
+
+
+def _published(warehouse):
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        return conn.execute("SELECT (SELECT v FROM numbers), (SELECT v FROM report)").fetchall()[0]
+
+
+@pytest.mark.parametrize("fail", ["asset", "check"])
+def test_a_failed_step_publishes_nothing(tmp_path, fail):
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    assert _run(warehouse, 1)
+    assert _published(warehouse) == (1, 10)
+    assert not _run(warehouse, 2, fail)
+    assert _published(warehouse) == (1, 10)  # not even the run's successful first step
+    assert _run(warehouse, 3)
+    assert _published(warehouse) == (3, 30)
+
+
+def test_connections_outside_a_run_are_refused(tmp_path):
+    resource = PublishedWarehouse(database=str(tmp_path / "w.duckdb"))
+    with pytest.raises(dg.Failure, match="only inside a run"):
+        with resource.get_connection():
+            pass
