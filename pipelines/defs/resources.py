@@ -38,7 +38,9 @@ class PublishedWarehouse(DuckDBResource):
     @contextmanager
     def get_connection(self):
         if self._run is None:
-            raise dg.Failure("the warehouse is written only inside a run (materialize the assets)")
+            raise dg.Failure("get_connection() writes a run's working copy and works only inside a "
+                             "run; outside one (sensors, notebooks) open the published file "
+                             "read-only: duckdb.connect(path, read_only=True)")
         if self._workspace is None:
             workspace = Workspace(Path(self.database), self._run.run.run_id, self._run.log.info)
             workspace.begin()

@@ -5,8 +5,6 @@ stopped by its process group."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -15,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from tests.operations.conftest import head_of_sample, kill_group
+from tests.operations.conftest import group_members, head_of_sample, stop_group
 
 LAUNCH = """
 mutation($selector: JobOrPipelineSelector!) {
@@ -110,11 +108,6 @@ def test_make_ui_serves_graphql_on_localhost_and_materializes(env):
         assert entries["dagster/row_count"] == 120 and entries["table"] == "requests"
         assert env.warehouse.is_file()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            kill_group(server)
+        stop_group(server)
         log.close()
-    with pytest.raises(ProcessLookupError):
-        os.killpg(server.pid, 0)  # nothing of the group is left
+    assert group_members(server.pid) == []  # webserver, daemon and code server all stopped
