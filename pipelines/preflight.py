@@ -2,9 +2,10 @@
 
 Everything a run will need and a person can get wrong: the warehouse folder must be writable, the
 reference catalog must load and every deployment in it must resolve (model, GPU, price plan,
-replicas), and every deployment the run config names must exist. All
-problems are collected and reported together, one line each, naming the setting or file and what
-was expected.
+replicas), every deployment the run config names must exist, and every what-if scenario of
+scenarios.csv must be well-formed (name, replicas, ...) and resolve on those deployments (GPU,
+dtypes, parallelism). All problems are collected and reported together, one line each, naming
+the setting or file and what was expected.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipelines.reports.scenarios import ScenarioError, load_scenarios, scenario_deployment
 from pipelines.roofline import CatalogError, load_catalog
 
 
@@ -63,6 +65,22 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices) -> Iterable[str]
         if name not in names:
             yield (f"{setting}={name!r}: no such deployment; {catalog.file('deployments')} has "
                    f"{', '.join(sorted(names))}")
+    scenarios_file = reference_dir / "scenarios.csv"
+    try:
+        scenarios = load_scenarios(scenarios_file)
+    except ScenarioError as exc:
+        yield str(exc)
+        return
+    for _, name in choices.deployments:
+        try:
+            baseline = catalog.deployment(name)
+        except CatalogError:
+            continue  # reported above
+        for scenario in scenarios:
+            try:
+                scenario_deployment(catalog, baseline, scenario)
+            except ScenarioError as exc:
+                yield f"scenarios file {scenarios_file}, on deployment {name!r}: {exc}"
 
 
 def preflight(warehouse: Path, reference_dir: Path, choices: RunChoices) -> None:

@@ -101,3 +101,21 @@ def test_command_prints_the_message_without_a_traceback(tmp_path):
     good = subprocess.run([sys.executable, "-m", "pipelines.defs.preflight"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert good.returncode == 0 and "configuration ok" in good.stdout
+
+
+def _scenarios(tmp_path, monkeypatch, row: str) -> None:
+    folder = _reference(tmp_path)
+    with open(f"{folder}/scenarios.csv", "a") as handle:
+        handle.write(row + "\n")
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", folder)
+
+
+@pytest.mark.parametrize("row, expected", [
+    ('h300,"a GPU that does not exist",h300-sxm,,,,,,,,x', "scenario 'h300': unknown gpu 'h300-sxm'"),
+    ('fewer,"negative replicas",,,,,-2,,,,x', "replicas=-2, expected a whole number >= 1"),
+    ('"bad; name","a hostile name",,,,,,,,,x', "scenario name 'bad; name' must be lower-case"),
+])
+def test_bad_scenarios_fail_before_any_step(tmp_path, monkeypatch, row, expected):
+    _scenarios(tmp_path, monkeypatch, row)
+    result, started, message = _run(tmp_path / "wh" / "fleetspend.duckdb")
+    assert started == [] and "scenarios.csv" in message and expected in message
