@@ -18,7 +18,7 @@ import time
 import duckdb
 import pytest
 
-from tests.operations.conftest import DUCKDB_CLI, head_of_sample
+from tests.operations.conftest import DUCKDB_CLI, head_of_sample, kill_group
 
 CODE, CONV = "AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_conv.csv"
 
@@ -61,22 +61,28 @@ def test_open_shell_neither_blocks_nor_sees_a_partial_run(env, mode):
     assert _counts(env.warehouse) == (300, 300)
 
     shell = Shell(env, env.warehouse, *([mode] if mode == "-readonly" else []))
-    assert shell.query("SELECT count(*) FROM requests") == "300"
-    shutil.copy(head_of_sample(env.traces.parent / "more", CONV, 500), env.traces)
+    try:
+        assert shell.query("SELECT count(*) FROM requests") == "300"
+        shutil.copy(head_of_sample(env.traces.parent / "more", CONV, 500), env.traces)
 
-    run = env.start(env.materialize_command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seen = set()
-    while run.poll() is None:  # fresh sessions during the run: old or new results, whole
-        seen.add(_counts(env.warehouse))
-        time.sleep(0.05)
-    output = run.stdout.read()
-    assert run.returncode == 0, output[-3000:]
-    assert "RUN_SUCCESS" in output
-    old = (300, 300) if mode == "-readonly" else "locked by the read-write shell"
-    assert seen <= {old, (800, 800)} and old in seen
+        log = env.home / "run.log"
+        with open(log, "w") as out:  # a file, not a pipe: the run must never wait on the test
+            run = env.start(env.materialize_command(), stdout=out, stderr=subprocess.STDOUT)
+            seen = set()
+            while run.poll() is None:  # fresh sessions during the run: old or new results, whole
+                seen.add(_counts(env.warehouse))
+                time.sleep(0.05)
+        output = log.read_text()
+        assert run.returncode == 0, output[-3000:]
+        assert "RUN_SUCCESS" in output
+        old = (300, 300) if mode == "-readonly" else "locked by the read-write shell"
+        assert seen <= {old, (800, 800)} and old in seen
 
-    # The session opened before the run still reads its complete snapshot; new ones the new run.
-    assert shell.query("SELECT count(*) FROM requests") == "300"
-    assert shell.query("SELECT sum(requests) FROM shape_spend") == "300"
-    assert shell.close() == ""
-    assert _counts(env.warehouse) == (800, 800)
+        # The session opened before the run still reads its complete snapshot; new ones the new run.
+        assert shell.query("SELECT count(*) FROM requests") == "300"
+        assert shell.query("SELECT sum(requests) FROM shape_spend") == "300"
+        assert shell.close() == ""
+        assert _counts(env.warehouse) == (800, 800)
+    finally:
+        if shell.process.poll() is None:
+            kill_group(shell.process)
