@@ -10,6 +10,7 @@ a mix of new and old tables. Instead:
         lock                                held (flock) by the one run writing; freed if it dies
         current.duckdb                      the pipeline's own copy of the last published state
         run-<run id>.duckdb                 this run's working copy: every asset writes here
+        set-aside-run-<run id>.wal          an analyst's unsaved changes to the old published file
         publish-pending                     marker: a publish was started and may be incomplete
 
 A run begins by copying `current` to its working copy and ends, if every step succeeded, by
@@ -26,7 +27,9 @@ leaves `publish-pending`; the next run repeats the publish from `current` before
 Runs that overlap wait for each other on the lock (they would otherwise overwrite each other).
 
 The published file is a product for reading: tables an analyst creates in it are replaced at the
-next publish (use your own database and ATTACH the warehouse read-only). The cost is two file
+next publish (use your own database and ATTACH the warehouse read-only). If a read-write session
+has unsaved changes when a run publishes, its write-ahead log is moved aside (see
+`_set_aside_stale_wal`) so new sessions can open the new file. The cost is two file
 copies per run and up to three copies of the warehouse on disk.
 """
 
@@ -119,6 +122,7 @@ class Workspace:
             _copy_durably(self.working, self._staged)
             os.replace(self.working, self.current)
             os.replace(self._staged, self.published)
+            self._set_aside_stale_wal()
             _fsync_dir(self.published.parent)
             self._pending.unlink()
             self._log(f"published {self.published}")
@@ -158,14 +162,26 @@ class Workspace:
             self._log("an earlier run was stopped while publishing: publishing its result again")
             _copy_durably(self.current, self._staged)
             os.replace(self._staged, self.published)
+            self._set_aside_stale_wal()
             _fsync_dir(self.published.parent)
         self._pending.unlink(missing_ok=True)
-        stale = [*self.private.glob("run-*.duckdb*"),
+        stale = [*self.private.glob("run-*.duckdb*"), *self.private.glob("set-aside-*.wal"),
                  *self.published.parent.glob(f"{PRIVATE_PREFIX}{self.published.name}.publishing-*")]
         for path in stale:
             path.unlink()
         if stale:
             self._log(f"removed {len(stale)} file(s) left by a run that was stopped")
+
+    def _set_aside_stale_wal(self) -> None:
+        """A read-write session that changed the old published file keeps its unsaved changes in
+        `<file>.wal`, named after the path, not the file. Left there, it would stop every new
+        session on the new file ("WAL checkpoint iteration does not match"); moved aside, the
+        session keeps writing to it through its open handle, and new sessions open cleanly."""
+        wal = self.published.with_name(self.published.name + ".wal")
+        if wal.exists():
+            os.replace(wal, self.private / f"set-aside-{self.working.stem}.wal")
+            self._log(f"a read-write session had unsaved changes in the old {self.published.name}; "
+                      f"they stay in that session (the published file is for reading)")
 
     @staticmethod
     def _checkpoint(path: Path) -> None:

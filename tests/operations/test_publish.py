@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 
 import duckdb
 import pytest
 
+from pipelines.definitions import WAREHOUSE_CONFIG
 from pipelines.publish import Workspace, private_dir
-from tests.operations.conftest import sha256
+from tests.operations.conftest import DUCKDB_CLI, sha256
 
 
 def _run(published, run_id, value, finish="commit", log=None):
     workspace = Workspace(published, run_id, log or (lambda _: None))
-    with duckdb.connect(str(workspace.begin())) as conn:
+    with duckdb.connect(str(workspace.begin()), config=WAREHOUSE_CONFIG) as conn:
         conn.execute("CREATE OR REPLACE TABLE t AS SELECT ? AS v", [value])
     getattr(workspace, finish)()
     return workspace
@@ -92,3 +94,28 @@ def test_overlapping_runs_wait_for_each_other(tmp_path):
 def test_run_ids_cannot_name_other_paths(tmp_path):
     with pytest.raises(ValueError, match="run id"):
         Workspace(tmp_path / "wh.duckdb", "../../etc")
+
+
+def test_a_writing_shell_does_not_stop_new_sessions_after_a_publish(tmp_path):
+    """An analyst's read-write `duckdb` shell with unsaved changes leaves `<file>.wal` beside
+    the published file; after the publish, new sessions must open the new file cleanly."""
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    shell = subprocess.Popen([str(DUCKDB_CLI), "-csv", "-noheader", str(published)], text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        shell.stdin.write("CREATE TABLE mine AS SELECT 42 AS x;\nSELECT count(*) FROM mine;\n")
+        shell.stdin.flush()
+        assert shell.stdout.readline().strip() == "1"
+        assert published.with_name("wh.duckdb.wal").exists()
+        _run(published, "r2", 2)
+        assert _value(published) == 2  # no "WAL checkpoint iteration does not match"
+        shell.stdin.write("SELECT x FROM mine;\n")
+        shell.stdin.flush()
+        assert shell.stdout.readline().strip() == "42"  # the session keeps its own work
+        shell.stdin.close()
+        assert shell.wait(timeout=30) == 0 and shell.stderr.read() == ""
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert _value(published) == 2
