@@ -38,10 +38,9 @@ def build_defs(warehouse: Path) -> dg.Definitions:
         assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets,
                                                 what_if_assets, calibration_assets]),
         asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks, report_checks]),
-        jobs=[ingest_sensors.ingest_job],
+        jobs=[ingest_sensors.ingest_job, nightly_job],
         sensors=[ingest_sensors.trace_inbox_sensor],
         resources={"duckdb": PublishedWarehouse(database=str(warehouse), connection_config=WAREHOUSE_CONFIG)},
-        jobs=[nightly_job],
         schedules=[nightly_schedule(settings.nightly_cron(), warehouse)],
         executor=dg.in_process_executor,
     )

@@ -1,9 +1,12 @@
 """The nightly schedule: materialize what the day's logs add, then every report downstream.
 
 The target is "the ingest assets and everything downstream of them, plus the reference data they
-are priced with" (cheap, and a fresh warehouse needs it), so it follows the graph as it grows. The ingest assets are not partitioned yet, so a nightly run re-ingests the whole trace
-folder (idempotent: tables are replaced whole) and rebuilds everything after it; once ingest is
-partitioned per file, this selection is where the new partitions are chosen.
+are priced with" (cheap, and a fresh warehouse needs it), so it follows the graph as it grows.
+Ingest itself picks the new partitions: it is incremental per file, keyed by content hash
+(pipelines/defs/ingest/assets.py), so a night reads only the files that are new or changed and
+everything downstream is rebuilt from the whole `requests` table. The inbox sensor
+(pipelines/defs/ingest/sensors.py) requests the same work as files arrive; the nightly run is the
+catch-all that also picks up reference-data changes.
 
 A tick whose configuration fails the preflight is skipped with the preflight's message (shown on
 the tick in the UI), instead of launching a run that would fail.

@@ -67,6 +67,6 @@ def test_nightly_job_runs_and_publishes(tmp_path, monkeypatch):
         text = "\n".join(entry.user_message for entry in instance.all_logs(result.run_id))
     assert result.success and warehouse.is_file()
     # Long work shows progress in the run log: rows ingested, requests replayed, the publish.
-    assert "150 rows read, 0 rejected" in text
+    assert "150 rows read, 150 accepted, 0 rejected" in text
     assert "replayed 150 requests" in text
     assert f"published {warehouse}" in text

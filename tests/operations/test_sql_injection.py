@@ -64,3 +64,24 @@ def test_hostile_file_and_deployment_names_are_data(tmp_path, monkeypatch):
         traces_seen = scalar(conn, "SELECT list(DISTINCT trace) FROM request_stages")
         assert traces_seen == ["it's; DROP TABLE requests; --"]
         assert scalar(conn, "SELECT sum(requests) FROM shape_spend") == 100
+
+
+def test_hostile_column_mapping_is_data(tmp_path):
+    """A generic CSV whose mapped column is named like an injection: read by Polars, stored with
+    bound parameters and Arrow; the warehouse's tables are all still there."""
+    from pipelines.defs.ingest.store import ensure_tables, replace_file
+    from pipelines.formats import read_trace
+
+    column = "in'; drop table requests; --"
+    trace = tmp_path / "it's; DROP TABLE trace_files.csv"
+    trace.write_text(f"ts,{column},out\n0.0,100,10\n0.5,200,20\n1.0,oops,5\n")
+    result = read_trace(trace, format="csv", time_unit="s",
+                        columns={"arrival": "ts", "prompt_tokens": column, "output_tokens": "out"})
+    assert result.rows.height == 2 and result.rejected.height == 1
+    assert result.rejected["raw"][0] == "1.0,oops,5"
+    with duckdb.connect() as conn:
+        ensure_tables(conn)
+        replace_file(conn, result, None)
+        assert scalar(conn, "SELECT count(*) FROM requests") == 2
+        assert scalar(conn, "SELECT count(*) FROM rejected_requests") == 1
+        assert scalar(conn, "SELECT file FROM trace_files") == str(trace)
