@@ -20,9 +20,10 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install -q --disable-pip-version-check -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
 
+# Dagster's instance settings: no usage telemetry (and no banner asking about it on every run).
 $(DAGSTER_HOME)/dagster.yaml:
 	mkdir -p $(DAGSTER_HOME)
-	touch $(DAGSTER_HOME)/dagster.yaml
+	printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
 
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m pipelines.defs.preflight

@@ -70,6 +70,7 @@ def main() -> None:
               f"in {time.perf_counter() - t0:.1f} s: {args.path}")
     from pipelines.defs.ingest.store import ensure_tables, replace_file
     from pipelines.formats import read_trace
+    from pipelines.warehouse import WAREHOUSE_CONFIG
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
@@ -82,7 +83,7 @@ def main() -> None:
     warehouse = args.path.with_suffix(".duckdb")
     warehouse.unlink(missing_ok=True)
     t1 = time.perf_counter()
-    with duckdb.connect(str(warehouse)) as conn:
+    with duckdb.connect(str(warehouse), config=WAREHOUSE_CONFIG) as conn:
         ensure_tables(conn)
         replace_file(conn, result, None)
         landed = conn.execute("SELECT count(*) FROM requests").fetchall()[0][0]

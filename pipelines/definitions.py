@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines import settings
+from pipelines.warehouse import WAREHOUSE_CONFIG
 from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
@@ -26,9 +27,6 @@ from pipelines.defs.resources import PublishedWarehouse
 from pipelines.defs.schedules import nightly_job, nightly_schedule
 
 
-# Write the warehouse in DuckDB 1.5 storage format, so the `duckdb` shell (duckdb-cli, the newest
-# CLI on PyPI, 1.5.x) can open it; the Python package (2.x) reads and writes it either way.
-WAREHOUSE_CONFIG = {"storage_compatibility_version": "v1.5.0"}
 
 
 def build_defs(warehouse: Path) -> dg.Definitions:

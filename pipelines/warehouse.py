@@ -12,6 +12,14 @@ import polars as pl
 
 from pipelines.settings import SQL_DIR
 
+# Write the warehouse in DuckDB 1.5 storage format, so the `duckdb` shell (duckdb-cli, the newest
+# CLI on PyPI, 1.5.x) can open it; the Python package (2.x) reads and writes it either way.
+# One thread: parallel aggregation adds doubles in a run-dependent order, so two runs on the
+# same input would differ in the last bits; with one thread every table is reproducible exactly
+# (rerunning a partition is idempotent to the bit). On this 2-core target the single-threaded
+# replay dominates a run anyway.
+WAREHOUSE_CONFIG = {"storage_compatibility_version": "v1.5.0", "threads": 1}
+
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 

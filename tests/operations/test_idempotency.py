@@ -1,9 +1,8 @@
 """Materializing twice gives identical tables; a rerun after fixing a bad input replaces the
 rejects instead of adding to them.
 
-"Identical" is exact for every integer and text column; floating-point columns agree to 1e-12
-relative, because DuckDB sums doubles in parallel in an order that varies from run to run (the
-last bits of an aggregate such as what_if.delta_usd_per_day differ)."""
+"Identical" is exact, floating-point columns included: the warehouse runs DuckDB on one thread
+(WAREHOUSE_CONFIG in pipelines/warehouse.py), so every sum of doubles adds in the same order on every run."""
 
 from __future__ import annotations
 
@@ -44,7 +43,7 @@ def test_twice_gives_identical_tables_and_fixed_input_replaces_rejects(tmp_path,
     second = _tables(warehouse)
     assert first.keys() == second.keys() and {"requests", "request_costs", "shape_spend"} <= first.keys()
     for name in first:
-        assert_frame_equal(first[name], second[name], check_exact=False, rel_tol=1e-12, abs_tol=1e-12)
+        assert_frame_equal(first[name], second[name], check_exact=True)
 
     good = trace.read_text().splitlines(keepends=True)
     bad_line = good[5].replace(",", ",not-a-number,", 1).rsplit(",", 1)[0] + "\n"
@@ -58,4 +57,4 @@ def test_twice_gives_identical_tables_and_fixed_input_replaces_rejects(tmp_path,
     fixed = _tables(warehouse)
     assert fixed["rejected_requests"].height == 0
     for name in first:
-        assert_frame_equal(first[name], fixed[name], check_exact=False, rel_tol=1e-12, abs_tol=1e-12)
+        assert_frame_equal(first[name], fixed[name], check_exact=True)

@@ -9,7 +9,7 @@ import threading
 import duckdb
 import pytest
 
-from pipelines.definitions import WAREHOUSE_CONFIG
+from pipelines.warehouse import WAREHOUSE_CONFIG
 from pipelines.publish import Workspace, private_dir
 from tests.operations.conftest import DUCKDB_CLI, sha256
 
