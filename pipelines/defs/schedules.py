@@ -1,7 +1,8 @@
 """The nightly schedule: materialize what the day's logs add, then every report downstream.
 
 The target is "the ingest assets and everything downstream of them, plus the reference data they
-are priced with" (cheap, and a fresh warehouse needs it), so it follows the graph as it grows.
+are priced with" (cheap, and a fresh warehouse needs it), so it follows the graph as it grows;
+calibration is left out (on demand, see pipelines/defs/ingest/sensors.py ON_DEMAND).
 Ingest itself picks the new partitions: it is incremental per file, keyed by content hash
 (pipelines/defs/ingest/assets.py), so a night reads only the files that are new or changed and
 everything downstream is rebuilt from the whole `requests` table. The inbox sensor
@@ -16,12 +17,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.defs.ingest.assets import INGEST_TABLES
+from pipelines.defs.ingest.sensors import INGEST_DOWNSTREAM
 from pipelines.defs.preflight import check_run
 from pipelines.preflight import ConfigurationError
 
-NIGHTLY_SELECTION = (dg.AssetSelection.assets(*INGEST_TABLES).downstream()
-                     | dg.AssetSelection.groups("reference"))
+NIGHTLY_SELECTION = INGEST_DOWNSTREAM | dg.AssetSelection.groups("reference")
 nightly_job = dg.define_asset_job("nightly", selection=NIGHTLY_SELECTION,
                                   description="New trace data and every report downstream")
 

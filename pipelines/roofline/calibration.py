@@ -38,7 +38,8 @@ import numpy as np
 import polars as pl
 from scipy.optimize import least_squares
 
-from pipelines.replay import replay
+from pipelines.replay import replay_fleet
+from pipelines.replay.api import MOONCAKE_HASH_TOKENS
 from pipelines.roofline import step
 from pipelines.roofline.deployment import Deployment
 
@@ -101,9 +102,11 @@ def with_parameters(d: Deployment, values: dict[str, float]) -> Deployment:
 
 # ---- predictions ------------------------------------------------------------------------------
 
-def predict_requests(d: Deployment, requests: pl.DataFrame) -> pl.DataFrame:
-    """request_id, ttft, e2e: the replay of the whole log on `d` (one replica per deployment row)."""
-    stages = replay(requests, d)
+def predict_requests(d: Deployment, requests: pl.DataFrame, *, router: str = "least_outstanding",
+                     hash_tokens: int = MOONCAKE_HASH_TOKENS) -> pl.DataFrame:
+    """request_id, ttft, e2e: the replay of the whole log on `d` with the replay asset's router
+    and the trace's tokens per prefix hash (trace_files.prefix_block_tokens)."""
+    stages = replay_fleet(requests, d, router=router, hash_tokens=hash_tokens).stages
     return stages.select("request_id", ttft="ttft_s", e2e="e2e_s")
 
 
@@ -242,10 +245,14 @@ def _with_shape(frame: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
 
 
 def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFrame,
-                       fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS)) -> Calibration:
-    """Fit `d` to a request log's observed latencies (module docstring). `fit_metrics` (ttft,
+                       fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
+                       router: str = "least_outstanding",
+                       hash_tokens: int = MOONCAKE_HASH_TOKENS) -> Calibration:
+    """Fit `d` to a request log's observed latencies (module docstring). `requests` is the whole
+    log, observed or not: every request queues and batches in the replay. `fit_metrics` (ttft,
     e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
-    estimates (every observed metric is still reported)."""
+    estimates (every observed metric is still reported). `router` and `hash_tokens` are the
+    replay's (pipelines.replay.replay_fleet)."""
     unknown = set(fit_metrics) - set(REQUEST_METRICS)
     if unknown or not fit_metrics:
         raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
@@ -255,7 +262,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     metric_index = obs["metric"].replace_strict(order, return_dtype=pl.Int64).to_numpy()
 
     def predict(candidate: Deployment) -> np.ndarray:
-        table = predict_requests(candidate, requests)
+        table = predict_requests(candidate, requests, router=router, hash_tokens=hash_tokens)
         joined = pl.DataFrame({"request_id": ids}).join(table, on="request_id", how="left",
                                                          maintain_order="left")
         both = np.column_stack([joined["ttft"].to_numpy(), joined["e2e"].to_numpy()])

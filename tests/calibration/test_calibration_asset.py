@@ -3,6 +3,7 @@ latencies (the BurstGPT-on-vLLM log excerpts of tests/fixtures/observed/)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -11,7 +12,10 @@ import polars as pl
 import pytest
 from dagster_duckdb import DuckDBResource
 
+from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.calibration.assets import calibrated
+from pipelines.defs.ingest.assets import ingested_traces
+from pipelines.roofline.calibration import calibrate_requests
 from pipelines.warehouse import write_table
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "observed"
@@ -37,6 +41,8 @@ def _materialize(tmp_path: Path, requests: pl.DataFrame, config: dict) -> tuple[
     warehouse = tmp_path / "w.duckdb"
     with duckdb.connect(str(warehouse)) as conn:
         write_table(conn, "requests", requests)
+        write_table(conn, "trace_files", requests.select(
+            "trace", prefix_block_tokens=pl.lit(None, pl.Int64)).unique(maintain_order=True))
         write_table(conn, "shape_buckets", pl.read_csv(BUCKETS))
     result = dg.materialize(
         [calibrated], resources={"duckdb": DuckDBResource(database=str(warehouse))},
@@ -76,3 +82,68 @@ def test_calibration_asset_without_observations_writes_empty_tables(tmp_path):
 def test_unknown_deployment_fails_with_its_name(tmp_path):
     with pytest.raises(dg.Failure, match="no-such-fleet"):
         _materialize(tmp_path, _requests(True), {"deployment": "no-such-fleet"})
+
+
+MAPPING = {"format": "csv", "time_unit": "s",
+           "columns": {"arrival": "arrival_s", "prompt_tokens": "prompt_tokens",
+                       "output_tokens": "output_tokens", "observed_ttft_s": "observed_ttft_s",
+                       "observed_e2e_s": "observed_e2e_s"}}
+
+
+def _write_log(folder: Path, name: str, frame: pl.DataFrame) -> None:
+    frame.drop("request_id").write_csv(folder / f"{name}.csv")
+    (folder / f"{name}.csv.fleetspend.json").write_text(json.dumps(MAPPING))
+
+
+def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tmp_path, monkeypatch):
+    """Built through the real ingest (request_id is the table's virtual column): the replay gets
+    every request of a partly observed trace, the replay router and the trace's hash block size;
+    a trace with too few observations is skipped and named, the others still publish."""
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(inbox))
+    log = pl.read_csv(FIXTURES / "burstgpt_vllm_llama32_1b_scale100.csv")
+    unobserved = pl.int_range(pl.len()) % 3 == 2
+    _write_log(inbox, "partly", log.with_columns(
+        pl.when(unobserved).then(None).otherwise(pl.col(c)).alias(c)
+        for c in ("observed_ttft_s", "observed_e2e_s")))
+    _write_log(inbox, "tiny", log.head(6))
+    _write_log(inbox, "unobserved", log.head(20).with_columns(
+        observed_ttft_s=pl.lit(None, pl.Float64), observed_e2e_s=pl.lit(None, pl.Float64)))
+    warehouse = tmp_path / "w.duckdb"
+    resources = {"duckdb": DuckDBResource(database=str(warehouse))}
+    assert dg.materialize([ingested_traces], resources=resources).success
+    with duckdb.connect(str(warehouse)) as conn:
+        write_table(conn, "shape_buckets", pl.read_csv(BUCKETS))
+        conn.execute("UPDATE trace_files SET prefix_block_tokens = 128 WHERE trace = 'partly'")
+
+    seen = {}
+
+    def recording(deployment, requests, *args, **kwargs):
+        seen[requests["trace"][0]] = (requests, kwargs)
+        return calibrate_requests(deployment, requests, *args, **kwargs)
+
+    monkeypatch.setattr(calibration_assets, "calibrate_requests", recording)
+    config = {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"], "router": "round_robin"}
+    result = dg.materialize([calibrated], resources=resources,
+                            run_config={"ops": {"calibrated": {"config": config}}})
+    assert result.success
+    requests, kwargs = seen["partly"]
+    assert requests.height == log.height and requests["observed_ttft_s"].null_count() == log.height // 3
+    assert requests["request_id"][0] == "partly:2"
+    assert kwargs == {"router": "round_robin", "hash_tokens": 128}
+    assert set(seen) == {"partly", "tiny"}
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert conn.sql("SELECT DISTINCT trace FROM calibration").fetchall() == [("partly",)]
+        observed = conn.sql("SELECT sum(observations)::BIGINT FROM calibration_errors "
+                            "WHERE shape = 'all' AND metric = 'ttft'").fetchall()[0][0]
+    assert observed == log.height - log.height // 3
+    by_key = {m.asset_key.to_user_string(): m.metadata
+              for m in result.asset_materializations_for_node("calibrated")}
+    skipped = by_key["calibration"]["skipped_traces"].value
+    assert list(skipped) == ["tiny"] and "observations in the fit half" in skipped["tiny"]
+
+
+def test_unknown_router_fails_with_its_name(tmp_path):
+    with pytest.raises(dg.Failure, match="router='fastest'"):
+        _materialize(tmp_path, _requests(True), {"router": "fastest"})

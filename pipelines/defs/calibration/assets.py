@@ -8,6 +8,8 @@ from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT
 from pipelines.replay import ReplayError
+from pipelines.replay.api import MOONCAKE_HASH_TOKENS
+from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
     REQUEST_METRICS,
@@ -15,7 +17,7 @@ from pipelines.roofline.calibration import (
     calibrate_requests,
     format_table,
 )
-from pipelines.warehouse import read_table, write_table
+from pipelines.warehouse import read_table, run_sql, write_table
 
 PARAMETER_SCHEMA = {"trace": pl.String, "deployment": pl.String, "parameter": pl.String,
                     "before": pl.Float64, "after": pl.Float64}
@@ -32,36 +34,59 @@ class CalibrationConfig(dg.Config):
     deployments: dict[str, str] = {}
     # the observed metrics the fit uses (ttft, e2e); all observed ones are reported
     fit_metrics: list[str] = list(REQUEST_METRICS)
+    # the replay's router (ReplayConfig.router): the fit replays the log as the reports do
+    router: str = "least_outstanding"
 
 
 @dg.multi_asset(
     specs=[
         dg.AssetSpec("calibration", group_name="calibration",
-                     deps=["requests", "roofline", "shape_buckets"],
+                     deps=["requests", "trace_files", "roofline", "shape_buckets"],
                      description="Per observed trace: efficiency factors and overheads before / after fitting"),
         dg.AssetSpec("calibration_errors", group_name="calibration",
-                     deps=["requests", "roofline", "shape_buckets"],
+                     deps=["requests", "trace_files", "roofline", "shape_buckets"],
                      description="Model-vs-observed error per request shape, fit / held-out half, before / after"),
     ],
 )
 def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duckdb: DuckDBResource):
-    """Every trace whose requests carry observed TTFT or end-to-end latency is replayed on the
-    deployment that served it and that deployment's factors are fitted (robust least squares,
-    pipelines/roofline/calibration.py); traces without observations are skipped."""
+    """Every trace with observed TTFT or end-to-end latency on some request is replayed whole on
+    the deployment that served it and that deployment's factors are fitted (robust least squares,
+    pipelines/roofline/calibration.py); traces without observations are left out. A trace that
+    cannot be calibrated (too few observations, a request the deployment cannot serve) is
+    skipped, logged and listed with its reason in the metadata; only a configuration error
+    (unknown deployment, router or metric) fails the asset."""
+    if config.router not in ROUTERS:
+        raise dg.Failure(f"calibration config: router={config.router!r}, expected one of {', '.join(ROUTERS)}")
+    unknown = sorted(set(config.fit_metrics) - set(REQUEST_METRICS))
+    if unknown or not config.fit_metrics:
+        raise dg.Failure(f"calibration config: fit_metrics={config.fit_metrics}, "
+                         f"expected some of {list(REQUEST_METRICS)}")
     catalog = load_catalog(settings.reference_dir())
     with duckdb.get_connection() as conn:
-        requests = conn.sql(
-            "SELECT * FROM requests WHERE observed_ttft_s IS NOT NULL OR observed_e2e_s IS NOT NULL"
-        ).pl()
+        run_sql(conn, "calibration_requests")
+        requests = read_table(conn, "calibration_requests")
         buckets = read_table(conn, "shape_buckets")
-    parameters, errors, summary = [], [], {}
-    for (trace,), frame in requests.partition_by("trace", as_dict=True, maintain_order=True).items():
+    traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
+    deployments = {}
+    for (trace,) in traces:
         name = config.deployments.get(trace, config.deployment)
         try:
-            result = calibrate_requests(catalog.deployment(name), frame, buckets,
-                                        tuple(config.fit_metrics))
-        except (CatalogError, CalibrationError, ReplayError) as exc:
-            raise dg.Failure(f"calibration of trace {trace} on {name}: {exc}") from None
+            deployments[trace] = catalog.deployment(name)
+        except CatalogError as exc:
+            raise dg.Failure(f"calibration config: trace {trace}: {exc}") from None
+    parameters, errors, summary, skipped = [], [], {}, {}
+    for (trace,), frame in traces.items():
+        deployment = deployments[trace]
+        hash_tokens = frame["prefix_block_tokens"][0] or MOONCAKE_HASH_TOKENS
+        try:
+            result = calibrate_requests(deployment, frame.drop("prefix_block_tokens"), buckets,
+                                        tuple(config.fit_metrics), router=config.router,
+                                        hash_tokens=hash_tokens)
+        except (CalibrationError, ReplayError) as exc:
+            skipped[trace] = f"not calibrated on {deployment.name}: {exc}"
+            context.log.warning(f"{trace}: {skipped[trace]}")
+            continue
+        name = deployment.name
         labels = {"trace": pl.lit(trace), "deployment": pl.lit(name)}
         parameters.append(pl.DataFrame(
             [(trace, name, p, float(b), float(a)) for p, (b, a) in result.parameters().items()],
@@ -75,14 +100,16 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         write_table(conn, "calibration_errors", pl.concat(errors).cast(ERROR_SCHEMA) if errors
                     else pl.DataFrame(schema=ERROR_SCHEMA))
         yield dg.MaterializeResult(asset_key="calibration", metadata={
-            **table_metadata(conn, "calibration"), **_fit_metadata(summary)})
+            **table_metadata(conn, "calibration"), **_fit_metadata(summary, skipped),
+            "skipped_traces": dg.MetadataValue.json(skipped)})
         yield dg.MaterializeResult(asset_key="calibration_errors", metadata={
             **table_metadata(conn, "calibration_errors"), **_error_metadata(summary)})
 
 
-def _fit_metadata(summary: dict) -> dict:
+def _fit_metadata(summary: dict, skipped: dict) -> dict:
     if not summary:
-        return {"calibrated_traces": dg.MetadataValue.text("none: no request carries observed latencies")}
+        why = "every observed trace was skipped" if skipped else "no request carries observed latencies"
+        return {"calibrated_traces": dg.MetadataValue.text(f"none: {why}")}
     lines = ["| trace | parameter | before | after |", "|---|---|---:|---:|"]
     for trace, result in summary.items():
         for p, (before, after) in result.parameters().items():

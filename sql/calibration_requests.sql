@@ -1,0 +1,9 @@
+-- The whole log of every trace that carries an observed latency on some request: calibration
+-- replays all of a trace's requests (unobserved ones queue and batch too) and fits on the
+-- observed ones, with the trace's tokens per prefix hash from trace_files.
+CREATE OR REPLACE VIEW calibration_requests AS
+SELECT r.*, f.prefix_block_tokens
+FROM requests AS r
+LEFT JOIN trace_files AS f USING (trace)
+WHERE r.trace IN (SELECT trace FROM requests
+                  WHERE observed_ttft_s IS NOT NULL OR observed_e2e_s IS NOT NULL);
