@@ -68,7 +68,7 @@ def main() -> None:
         generate(args.path, args.rows, bad_every=args.bad_every)
         print(f"generated {args.rows:,} rows ({args.path.stat().st_size / 1e9:.2f} GB) "
               f"in {time.perf_counter() - t0:.1f} s: {args.path}")
-    from pipelines.defs.ingest.store import ensure_tables, replace_file
+    from pipelines.ingest_store import ensure_tables, replace_file
     from pipelines.formats import read_trace
     from pipelines.warehouse import WAREHOUSE_CONFIG
 

@@ -40,13 +40,24 @@ def write_table(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame)
     return frame.height
 
 
-def run_sql(conn: duckdb.DuckDBPyConnection, step: str) -> None:
-    """Run sql/<step>.sql (one statement that creates or replaces one table or view)."""
-    conn.execute((SQL_DIR / f"{_checked(step)}.sql").read_text())
+def run_sql(conn: duckdb.DuckDBPyConnection, step: str,
+            params: list | None = None) -> duckdb.DuckDBPyConnection:
+    """Run sql/<step>.sql (one statement: it creates or replaces one table or view, writes rows,
+    or selects), with `params` bound to its $1, $2, ...; returns the connection, so the caller
+    can fetch what a SELECT returned (fetch it all: see `scalar`)."""
+    return conn.execute((SQL_DIR / f"{_checked(step)}.sql").read_text(), params or [])
 
 
 def read_table(conn: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
     return conn.sql(f"SELECT * FROM {_checked(name)}").pl()
+
+
+def head(conn: duckdb.DuckDBPyConnection, name: str, rows: int,
+         exclude: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The first `rows` rows of table `name` without the `exclude` columns (read with LIMIT, not
+    the whole table)."""
+    dropped = f" EXCLUDE ({', '.join(_checked(c) for c in exclude)})" if exclude else ""
+    return conn.sql(f"SELECT *{dropped} FROM {_checked(name)} LIMIT {int(rows)}").pl()
 
 
 def scalar(conn: duckdb.DuckDBPyConnection, query: str, params: list | None = None):

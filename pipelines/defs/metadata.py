@@ -4,11 +4,13 @@ import dagster as dg
 import duckdb
 
 from pipelines.reports.text import markdown_table
-from pipelines.warehouse import read_table, row_count
+from pipelines.warehouse import head, row_count
 
 
-def table_metadata(conn: duckdb.DuckDBPyConnection, table: str, preview: int = 10) -> dict:
-    frame = read_table(conn, table).head(preview)
+def table_metadata(conn: duckdb.DuckDBPyConnection, table: str, preview: int = 10,
+                   exclude: tuple[str, ...] = ()) -> dict:
+    """`exclude`: columns left out of the preview (a list column such as prefix_hashes)."""
+    frame = head(conn, table, preview, exclude)
     columns = {c: c for c in frame.columns[:12]}
     return {
         "table": dg.MetadataValue.text(table),

@@ -23,8 +23,7 @@ import json
 from pathlib import Path
 
 from pipelines.formats import FORMATS, POLICY_OPTIONS, reader_options
-
-SUFFIX = ".fleetspend.json"
+from pipelines.formats.source import SIDECAR_SUFFIX as SUFFIX
 
 
 class OptionsError(ValueError):
@@ -33,10 +32,6 @@ class OptionsError(ValueError):
 
 def sidecar_of(path: Path) -> Path:
     return path.with_name(path.name + SUFFIX)
-
-
-def is_sidecar(path: Path) -> bool:
-    return path.name.lower().endswith(SUFFIX)
 
 
 def _known_keys(format: str | None) -> set[str]:

@@ -30,6 +30,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
 HEAD_BYTES = 1 << 16
+TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+SIDECAR_SUFFIX = ".fleetspend.json"
 
 
 def compression_of(path: Path) -> str | None:
@@ -102,3 +104,18 @@ def read_lines(path: Path) -> pl.LazyFrame:
         path, has_header=False, separator="\x00", quote_char=None, schema={"raw": pl.String},
         row_index_name="line", row_index_offset=1, truncate_ragged_lines=True,
     ).with_columns(pl.col("line").cast(pl.Int64))
+
+
+def is_sidecar(path: Path) -> bool:
+    """An option sidecar `<log>.fleetspend.json` (pipelines/formats/sidecar.py), not a log."""
+    return path.name.lower().endswith(SIDECAR_SUFFIX)
+
+
+def trace_files(folder: Path) -> list[Path]:
+    """The log files of a folder (what folder ingest and the inbox sensor see): known suffixes,
+    optionally .gz/.zst; not hidden, not READMEs, not option sidecars."""
+    def is_trace(path: Path) -> bool:
+        name = path.name.lower().removesuffix(".gz").removesuffix(".zst")
+        return (path.is_file() and not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
+                and not is_sidecar(path))
+    return sorted(p for p in folder.iterdir() if is_trace(p)) if folder.is_dir() else []

@@ -3,6 +3,7 @@ alone, and the per-file balance check."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from polars.testing import assert_frame_equal
 
 from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
+from pipelines.defs.ingest import sensors as ingest_sensors
 from pipelines.defs.ingest.sensors import trace_inbox_sensor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,11 +129,55 @@ def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     assert second.run_key != request.run_key
 
 
+def test_inbox_sensor_ignores_a_file_removed_while_listing(inbox, monkeypatch):
+    """A file listed, then removed before its stat, is not in the folder: no run for it."""
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    listed = ingest_sensors.trace_files(inbox)
+    monkeypatch.setattr(ingest_sensors, "trace_files", lambda folder: [*listed, folder / "gone.csv"])
+    context = dg.build_sensor_context(cursor=None)
+    request = trace_inbox_sensor(context)
+    assert isinstance(request, dg.RunRequest) and request.tags["fleetspend/new_trace_files"] == "1"
+    assert list(json.loads(context.cursor)) == [str(listed[0])]
+
+
+def test_forget_file_rolls_back_when_a_delete_fails(tmp_path, monkeypatch):
+    """A failing delete leaves all three tables as they were and no transaction open."""
+    from pipelines import ingest_store
+    from pipelines.formats import read_trace
+
+    result = read_trace(PUBLIC / "vidur_splitwise_code.excerpt.csv")
+    real = ingest_store.run_sql
+
+    def failing(conn, step, params=None):
+        if step == "ingest_delete_file":
+            raise duckdb.IOException("disk went away")
+        return real(conn, step, params)
+
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ingest_store.ensure_tables(conn)
+        ingest_store.replace_file(conn, result, None)
+        monkeypatch.setattr(ingest_store, "run_sql", failing)
+        with pytest.raises(duckdb.IOException):
+            ingest_store.forget_file(conn, str(result.file), result.trace)
+        assert conn.execute("SELECT count(*) FROM requests").fetchall() == [(result.rows.height,)]
+        conn.execute("BEGIN TRANSACTION")   # none left open
+        conn.execute("ROLLBACK")
+
+
+def test_requests_preview_leaves_out_prefix_hashes(inbox, tmp_path):
+    shutil.copy(PUBLIC / "mooncake_conversation.excerpt.jsonl", inbox)
+    mats = {m.asset_key.to_user_string(): m.metadata for m in
+            ingest(tmp_path / "w.duckdb").asset_materializations_for_node("ingested_traces")}
+    assert mats["requests"]["dagster/row_count"].value == 14
+    preview = mats["requests"]["preview"].value
+    assert "prefix_hashes" not in preview and "prompt_tokens" in preview
+
+
 @pytest.mark.parametrize("name", ["mooncake_conversation.excerpt.jsonl", "aibrix_output.jsonl",
                                   "vidur_splitwise_code.excerpt.csv"])
 def test_warehouse_rows_equal_read_trace(tmp_path, name):
     """The warehouse write (DuckDB fills defaults, request_id is virtual) is the canonical frame."""
-    from pipelines.defs.ingest.store import ensure_tables, replace_file
+    from pipelines.ingest_store import ensure_tables, replace_file
     from pipelines.formats import read_trace
 
     result = read_trace(PUBLIC / name)

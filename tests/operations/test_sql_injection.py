@@ -69,7 +69,7 @@ def test_hostile_file_and_deployment_names_are_data(tmp_path, monkeypatch):
 def test_hostile_column_mapping_is_data(tmp_path):
     """A generic CSV whose mapped column is named like an injection: read by Polars, stored with
     bound parameters and Arrow; the warehouse's tables are all still there."""
-    from pipelines.defs.ingest.store import ensure_tables, replace_file
+    from pipelines.ingest_store import ensure_tables, replace_file
     from pipelines.formats import read_trace
 
     column = "in'; drop table requests; --"

@@ -13,25 +13,12 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
-from pipelines.defs.ingest.store import ensure_tables, forget_file, ingested, replace_file
+from pipelines.defs.metadata import table_metadata
 from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import sha256_of, trace_name
-from pipelines.formats.sidecar import canonical, file_options, is_sidecar, raw_options, sidecar_of
-from pipelines.reports.text import markdown_table
-from pipelines.warehouse import row_count
-
-INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
-TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
-
-
-def trace_files(folder) -> list:
-    """The log files of a folder: known suffixes, optionally .gz/.zst; not hidden, not READMEs,
-    not option sidecars."""
-    def is_trace(path) -> bool:
-        name = path.name.lower().removesuffix(".gz").removesuffix(".zst")
-        return (path.is_file() and not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
-                and not is_sidecar(path))
-    return sorted(p for p in folder.iterdir() if is_trace(p)) if folder.is_dir() else []
+from pipelines.formats.sidecar import canonical, file_options, raw_options, sidecar_of
+from pipelines.formats.source import trace_files
+from pipelines.ingest_store import INGEST_TABLES, ensure_tables, forget_file, ingested, replace_file
 
 
 @dg.multi_asset(
@@ -61,7 +48,8 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
     with duckdb.get_connection() as conn:
         ensure_tables(conn)
         known = ingested(conn)
-        traces = dict(conn.execute("SELECT file, trace FROM trace_files").fetchall())
+        traces = {file: trace for file, (trace, *_) in known.items()}
+        identity = {file: tuple(rest) for file, (_, *rest) in known.items()}
         for gone in sorted(set(known) - {str(f) for f in files}):
             forget_file(conn, gone, traces[gone])
             context.log.info(f"{gone}: no longer in {folder}; its rows were removed")
@@ -72,7 +60,7 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             except ValueError as exc:
                 failed[file.name] = str(exc)
                 continue
-            if known.get(str(file)) == (sha256_of(file), canonical(options)):
+            if identity.get(str(file)) == (sha256_of(file), canonical(options)):
                 continue
             owner = claimed.get(trace_name(file))
             if owner not in (None, str(file)):
@@ -110,13 +98,7 @@ def _failed_files_check(folder, total: int, failed: dict) -> dg.AssetCheckResult
 
 
 def _metadata(conn, table: str, added: list[dict], failed: dict) -> dict:
-    preview = conn.sql(f"SELECT * EXCLUDE (prefix_hashes) FROM {table} LIMIT 10" if table == "requests"
-                       else f"SELECT * FROM {table} LIMIT 10").pl()
-    metadata = {
-        "table": dg.MetadataValue.text(table),
-        "dagster/row_count": dg.MetadataValue.int(row_count(conn, table)),
-        "preview": dg.MetadataValue.md(markdown_table(preview, {c: c for c in preview.columns[:12]})),
-    }
+    metadata = table_metadata(conn, table, exclude=("prefix_hashes",) if table == "requests" else ())
     if table == "trace_files":
         metadata["files_ingested_this_run"] = dg.MetadataValue.int(len(added))
         metadata["files_failed"] = dg.MetadataValue.json(failed)

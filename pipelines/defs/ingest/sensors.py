@@ -13,8 +13,9 @@ import json
 import dagster as dg
 
 from pipelines import settings
-from pipelines.defs.ingest.assets import INGEST_TABLES, trace_files
 from pipelines.formats.sidecar import sidecar_of
+from pipelines.formats.source import trace_files
+from pipelines.ingest_store import INGEST_TABLES
 
 # Calibration is on demand (README "Calibration"): a full replay per fit evaluation, up to 400
 # per observed trace, is not work to repeat for every file that arrives or every night.
@@ -33,11 +34,23 @@ def trace_inbox_sensor(context: dg.SensorEvaluationContext):
     seen = json.loads(context.cursor) if context.cursor else {}
     listing = {}
     for path in trace_files(folder):
-        stamps = [f"{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in (path, sidecar_of(path)) if p.exists()]
-        listing[str(path)] = "|".join(stamps)
+        stamp = _stamp(path)
+        if stamp is None:   # removed between the listing and now: not in the folder
+            continue
+        sidecar = _stamp(sidecar_of(path))
+        listing[str(path)] = stamp if sidecar is None else f"{stamp}|{sidecar}"
     new = sorted(path for path, stamp in listing.items() if seen.get(path) != stamp)
     context.update_cursor(json.dumps(listing, sort_keys=True))
     if not new:
         return dg.SkipReason(f"no new or changed trace files in {folder}")
     key = hashlib.sha256(json.dumps({p: listing[p] for p in new}, sort_keys=True).encode()).hexdigest()[:16]
     return dg.RunRequest(run_key=key, tags={"fleetspend/new_trace_files": str(len(new))})
+
+
+def _stamp(path) -> str | None:
+    """"size:mtime_ns" of a file from one stat; None when it does not exist (or just left)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return f"{info.st_size}:{info.st_mtime_ns}"

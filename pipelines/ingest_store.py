@@ -1,8 +1,9 @@
 """Per-file writes of ingest results into the warehouse: delete-then-insert, one transaction per
 file, so a re-run is idempotent and a file that fails to parse leaves every table as it was.
 
-Kept beside the assets (not in pipelines/warehouse.py) because only ingest writes tables row
-range by row range; the SQL is in sql/ingest_delete_*.sql.
+Plain DuckDB, no Dagster (the ingest asset, pipelines/defs/ingest/assets.py, is wiring around
+it). The tables are created by sql/ingest_*_table.sql, rows are deleted by
+sql/ingest_delete_*.sql; only ingest writes tables row range by row range.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from pipelines.formats.common import COUNTS, REJECTED_SCHEMA, REQUESTS_SCHEMA, IngestResult
-from pipelines.settings import SQL_DIR
+from pipelines.formats.common import COUNTS, DEFAULTS, REJECTED_SCHEMA, REQUESTS_SCHEMA, IngestResult
 from pipelines.warehouse import run_sql
 
+INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
+# The trace_files row of a file (IngestResult.file_row plus its options), typed as
+# sql/ingest_trace_files_table.sql declares it.
 TRACE_FILES_SCHEMA = {
     "file": pl.String, "trace": pl.String, "format": pl.String, "sha256": pl.String,
     "rows_read": pl.Int64, "rows_accepted": pl.Int64, "rows_rejected": pl.Int64,
@@ -21,12 +24,12 @@ TRACE_FILES_SCHEMA = {
 }
 COLUMNS = {"requests": [*REQUESTS_SCHEMA, "line"], "rejected_requests": list(REJECTED_SCHEMA),
            "trace_files": list(TRACE_FILES_SCHEMA)}
+TABLE_SQL = {"requests": "ingest_requests_table", "rejected_requests": "ingest_rejected_table",
+             "trace_files": "ingest_trace_files_table"}
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
-    return [row[0] for row in conn.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
-        [table]).fetchall()]
+    return [row[0] for row in run_sql(conn, "ingest_table_columns", [table]).fetchall()]
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
@@ -35,26 +38,21 @@ def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
     if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
         for table in COLUMNS:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
-    run_sql(conn, "ingest_requests_table")
-    for table, schema in (("rejected_requests", REJECTED_SCHEMA), ("trace_files", TRACE_FILES_SCHEMA)):
-        conn.register("_empty", pl.DataFrame(schema=schema).to_arrow())
-        try:
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} AS SELECT * FROM _empty")
-        finally:
-            conn.unregister("_empty")
+    for step in TABLE_SQL.values():
+        run_sql(conn, step)
 
 
-def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
-    """file -> (sha256, sidecar options as canonical JSON) of every file in trace_files: the
-    identity a file must keep to be skipped."""
-    return {file: (sha256, options) for file, sha256, options in
-            conn.execute("SELECT file, sha256, options FROM trace_files").fetchall()}
+def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, str]]:
+    """file -> (trace, sha256, sidecar options as canonical JSON) of every file in trace_files;
+    (sha256, options) is the identity a file must keep to be skipped."""
+    return {file: (trace, sha256, options) for file, trace, sha256, options in
+            run_sql(conn, "ingest_known_files").fetchall()}
 
 
 def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
     for step, value in (("ingest_delete_requests", trace), ("ingest_delete_rejected", file),
                         ("ingest_delete_file", file)):
-        conn.execute((SQL_DIR / f"{step}.sql").read_text(), [value])
+        run_sql(conn, step, [value])
 
 
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
@@ -67,17 +65,27 @@ def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) ->
 
 def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
     """The compact accepted rows go over as Arrow (a few integer columns); DuckDB fills the
-    columns the format lacks while it writes, and request_id is a virtual column
-    (sql/ingest_requests_table.sql), so the 27M-row canonical frame never exists in memory.
-    Same rule as pipelines.formats.common.canonical."""
+    columns the format lacks while it writes (DEFAULTS of pipelines.formats.common, the rest
+    null), and request_id is a virtual column (sql/ingest_requests_table.sql), so the 27M-row
+    canonical frame never exists in memory. Same result as pipelines.formats.common.canonical."""
     present = [c for c in REQUESTS_SCHEMA if c in result.rows.columns]
-    cached = [] if "cached_tokens" in present else ["0 AS cached_tokens"]
+    defaults = [f"{int(value)} AS {name}" for name, value in DEFAULTS.items() if name not in present]
     conn.register("_incoming", result.rows.to_arrow())
     try:
         conn.execute(f"INSERT INTO requests BY NAME SELECT $trace AS trace, line, "
-                     f"{', '.join(present + cached)} FROM _incoming", {"trace": result.trace})
+                     f"{', '.join(present + defaults)} FROM _incoming", {"trace": result.trace})
     finally:
         conn.unregister("_incoming")
+
+
+def _in_transaction(conn: duckdb.DuckDBPyConnection, work) -> None:
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        work()
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None,
@@ -85,19 +93,16 @@ def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trac
     """Swap one file's rows in all three tables, atomically; `options` is the canonical text of
     the file's sidecar options (pipelines/formats/sidecar.py)."""
     row = {**result.file_row(), "options": options}
-    conn.execute("BEGIN TRANSACTION")
-    try:
+
+    def work() -> None:
         _delete(conn, row["file"], old_trace or row["trace"])
         _insert_requests(conn, result)
         _insert(conn, "rejected_requests", result.rejected)
         _insert(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+
+    _in_transaction(conn, work)
 
 
 def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
-    conn.execute("BEGIN TRANSACTION")
-    _delete(conn, file, trace)
-    conn.execute("COMMIT")
+    """Remove one file's rows from all three tables, atomically (a failure leaves them all)."""
+    _in_transaction(conn, lambda: _delete(conn, file, trace))

@@ -1,0 +1,16 @@
+-- One row per ingested trace file: its trace name, format, content hash, row counts, policy
+-- counts (pipelines.formats.common.COUNTS), tokens per prefix hash, and sidecar options.
+CREATE TABLE IF NOT EXISTS trace_files (
+    file                VARCHAR,
+    trace               VARCHAR,
+    format              VARCHAR,
+    sha256              VARCHAR,
+    rows_read           BIGINT,
+    rows_accepted       BIGINT,
+    rows_rejected       BIGINT,
+    exact_duplicates    BIGINT,
+    zero_output_rows    BIGINT,
+    failed_rows         BIGINT,
+    prefix_block_tokens BIGINT,
+    options             VARCHAR
+);
