@@ -6,6 +6,8 @@
 --   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
 --                      it moves only when the fleet's GPUs, replicas, price or span change
 --   p95_ttft_s, p95_tpot_s and their deltas (scenario - baseline), seconds
+--   skipped            why a scenario was not replayed (it cannot apply to the baseline deployment,
+--                      scenario_fleets.skipped): one 'all' row without figures; null otherwise
 CREATE OR REPLACE TABLE what_if AS
 WITH base AS (
     SELECT trace, request_id, shape, total_usd AS usd, ttft_s, tpot_s FROM request_shapes
@@ -60,8 +62,9 @@ runs AS (
     LEFT JOIN fleet AS fl USING (run)
 ),
 described AS (
-    SELECT DISTINCT scenario, description, deployment FROM scenario_fleets
-)
+    SELECT DISTINCT scenario, description, deployment, skipped FROM scenario_fleets
+),
+measured AS (
 SELECT
     r.run AS scenario,
     d.description,
@@ -82,9 +85,15 @@ SELECT
     r.p95_tpot_s - b.p95_tpot_s AS delta_p95_tpot_s,
     b.fleet_spend_usd AS baseline_fleet_usd,
     r.fleet_spend_usd,
-    r.fleet_spend_usd - b.fleet_spend_usd AS delta_fleet_usd
+    r.fleet_spend_usd - b.fleet_spend_usd AS delta_fleet_usd,
+    d.skipped
 FROM runs AS r
 JOIN runs AS b ON b.run = 'baseline' AND b.shape = r.shape
 JOIN described AS d ON d.scenario = r.run
 LEFT JOIN shape_spend AS ss ON ss.shape = r.shape
-ORDER BY r.run, rank;
+)
+SELECT * FROM measured
+UNION ALL BY NAME
+SELECT scenario, description, deployment, 0 AS rank, 'all' AS shape, skipped
+FROM described WHERE skipped IS NOT NULL
+ORDER BY scenario, rank;

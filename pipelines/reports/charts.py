@@ -119,7 +119,7 @@ def timeline_chart(timeline: pl.DataFrame, max_points: int = 600) -> alt.VConcat
 
 def what_if_chart(what_if: pl.DataFrame) -> alt.HConcatChart:
     """Per scenario (all shapes): change of busy-GPU spend and of p95 TTFT vs the baseline."""
-    data = what_if.filter(pl.col("shape") == "all").with_columns(
+    data = what_if.filter((pl.col("shape") == "all") & pl.col("skipped").is_null()).with_columns(
         delta_ttft_pct=100 * pl.col("delta_p95_ttft_s") / pl.col("baseline_p95_ttft_s"))
     order = data.sort("delta_pct")["scenario"].to_list()
 

@@ -11,6 +11,12 @@ baseline's value:
 
 A GPU swap takes the new GPU family's efficiency factors and default price; otherwise the
 baseline's efficiency overrides and price plan are kept.
+
+A scenario whose names are wrong (unknown GPU or dtype) is a ScenarioError wherever it runs. One
+whose change cannot apply to a particular baseline (fp8 on a GPU without fp8 tensor cores, a tp
+that does not split that model, weights that leave no room for a KV cache) is
+ScenarioNotApplicable: `replay_scenarios` skips it on that baseline and records why, so a
+scenario file written for one fleet does not block replays of another.
 """
 
 from __future__ import annotations
@@ -18,16 +24,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from pipelines.replay import ReplayError, replay_fleet
-from pipelines.replay.api import STAGE_COLUMNS
+from pipelines.replay.api import MOONCAKE_HASH_TOKENS, STAGE_COLUMNS
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import Catalog
-from pipelines.roofline.deployment import Deployment
+from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
 COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "tp": pl.Int64,
            "weights": pl.String, "kv_cache": pl.String, "replicas": pl.Int64,
@@ -38,11 +45,16 @@ FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.Str
                 "deployment": pl.String, "gpu": pl.String, "tp": pl.Int64, "weight_dtype": pl.String,
                 "kv_dtype": pl.String, "replicas": pl.Int64, "gpus_per_replica": pl.Int64,
                 "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
-                "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64}
+                "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64,
+                "skipped": pl.String}
 
 
 class ScenarioError(ValueError):
     """The scenarios file or one of its rows is wrong; the message names the file and the row."""
+
+
+class ScenarioNotApplicable(ScenarioError):
+    """A well-formed scenario whose change cannot be made to this baseline deployment."""
 
 
 @dataclass(frozen=True)
@@ -105,8 +117,25 @@ def load_scenarios(path: Path) -> list[Scenario]:
     return scenarios
 
 
+def check_scenario_names(catalog: Catalog, s: Scenario) -> None:
+    """Raise ScenarioError if the scenario names a GPU or dtype the catalog does not know: wrong
+    on every deployment, unlike a change that does not fit one (ScenarioNotApplicable)."""
+    gpus = catalog.gpus["gpu"].to_list()
+    if s.gpu is not None and s.gpu not in gpus:
+        raise ScenarioError(f"scenario {s.scenario!r}: unknown gpu {s.gpu!r}: "
+                            f"{catalog.file('gpus')} has {', '.join(sorted(gpus))}")
+    for label in ("weights", "kv_cache"):
+        dtype = getattr(s, label)
+        if dtype is not None and dtype not in DTYPE_BYTES:
+            raise ScenarioError(f"scenario {s.scenario!r}: {label}={dtype!r}: expected one of "
+                                f"{', '.join(DTYPE_BYTES)}")
+
+
 def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> Deployment:
-    """The baseline deployment with the scenario's changes (see the module docstring)."""
+    """The baseline deployment with the scenario's changes (see the module docstring); a
+    ScenarioError for unknown names, ScenarioNotApplicable when the change does not fit this
+    baseline."""
+    check_scenario_names(catalog, s)
     gpu = s.gpu or baseline.gpu.gpu
     same_gpu = gpu == baseline.gpu.gpu
     e = baseline.efficiency
@@ -124,7 +153,8 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
             network=baseline.network, stack=baseline.stack, **kept, **dataclasses.asdict(scheduler),
         )
     except CatalogError as exc:
-        raise ScenarioError(f"scenario {s.scenario!r}: {exc}") from None
+        raise ScenarioNotApplicable(f"scenario {s.scenario!r} does not apply to deployment "
+                                    f"{baseline.name!r}: {exc}") from None
 
 
 def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
@@ -141,32 +171,68 @@ def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
     return frame
 
 
+@dataclass(frozen=True)
+class ScenarioRun:
+    """One scenario on one trace: its scenario_fleets row (FLEET_SCHEMA) and its scenario_stages
+    rows, a slice at a time (none when the scenario was skipped: `fleet["skipped"]` says why)."""
+
+    fleet: dict
+    stage_batches: Iterator[pl.DataFrame]
+
+
 def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deployment,
-                     scenarios: list[Scenario], bin_s: float = 60.0) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Replay every trace of `requests` once per scenario, each trace on its own fleet as in the
-    baseline. Returns (scenario_stages, scenario_fleets): the request_stages columns labelled
-    with trace, scenario and deployment, and one row per scenario and trace (deployment, price,
-    replayed span, idle GPU-seconds). A ReplayError becomes a ScenarioError naming the scenario."""
+                     scenarios: list[Scenario], bin_s: float = 60.0, *,
+                     router: str = "least_outstanding",
+                     hash_tokens: Mapping[str, int | None] | None = None) -> Iterator[ScenarioRun]:
+    """Replay every trace of `requests` once per scenario, each trace on its own fleet and with
+    the baseline's options (`router`; `hash_tokens`: tokens per prefix hash by trace, Mooncake's
+    512 where a trace has none), one ScenarioRun per scenario and trace, lazily, so that only
+    one trace's replay is held at a time. The stage rows are the request_stages columns labelled
+    with trace, scenario and deployment; consume each run's batches before the next run.
+
+    A scenario that does not apply to `baseline` (ScenarioNotApplicable) is not replayed: its
+    runs carry the reason in `skipped`. A ReplayError becomes a ScenarioError naming the scenario."""
     traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
-    stages, fleets = [], []
+    hash_tokens = hash_tokens or {}
     for s in scenarios:
-        deployment = scenario_deployment(catalog, baseline, s)
+        try:
+            deployment = scenario_deployment(catalog, baseline, s)
+        except ScenarioNotApplicable as exc:
+            for (trace,), _ in traces.items():
+                yield ScenarioRun(_skipped_fleet(trace, s, baseline, str(exc)), iter(()))
+            continue
         price = catalog.usd_per_gpu_hour(deployment)
         for (trace,), frame in traces.items():
             try:
-                result = replay_fleet(scenario_requests(frame, s), deployment, bin_s=bin_s)
+                result = replay_fleet(scenario_requests(frame, s), deployment, bin_s=bin_s,
+                                      router=router,
+                                      hash_tokens=hash_tokens.get(trace) or MOONCAKE_HASH_TOKENS)
             except ReplayError as exc:
                 raise ScenarioError(f"scenario {s.scenario!r}, trace {trace}: {exc}") from None
-            stages.append(result.stages.select(
-                pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),
-                pl.lit(deployment.name).alias("deployment"), *STAGE_COLUMNS))
-            fleets.append({
+            labels = (pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),
+                      pl.lit(deployment.name).alias("deployment"))
+            fleet = {
                 "trace": trace, "scenario": s.scenario, "description": s.description,
                 "deployment": deployment.name, "gpu": deployment.gpu.gpu, "tp": deployment.tp,
                 "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
                 "replicas": deployment.replicas, "gpus_per_replica": deployment.gpus_per_replica,
                 "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
                 "output_cap": s.output_cap, "usd_per_gpu_hour": price, "span_s": result.span_s,
-                "idle_gpu_s": result.idle_gpu_s,
-            })
-    return pl.concat(stages), pl.DataFrame(fleets, schema=FLEET_SCHEMA)
+                "idle_gpu_s": result.idle_gpu_s, "skipped": None,
+            }
+            yield ScenarioRun(fleet, (batch.select(*labels, *STAGE_COLUMNS)
+                                      for batch in result.stage_batches()))
+
+
+def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -> dict:
+    """The scenario_fleets row of a skipped scenario: what it asked for, no replay figures."""
+    return {
+        "trace": trace, "scenario": s.scenario, "description": s.description,
+        "deployment": f"{baseline.name}+{s.scenario}", "gpu": s.gpu or baseline.gpu.gpu,
+        "tp": s.tp or baseline.tp, "weight_dtype": s.weights or baseline.weight_dtype,
+        "kv_dtype": s.kv_cache or baseline.kv_dtype,
+        "replicas": s.replicas or baseline.replicas, "gpus_per_replica": None,
+        "max_seqs": s.max_seqs or baseline.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
+        "output_cap": s.output_cap, "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None,
+        "skipped": reason,
+    }

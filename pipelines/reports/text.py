@@ -164,6 +164,8 @@ def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
     ("chart", stem). Text may hold **bold** and `code`."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios = t.what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day")
+    skipped = scenarios.filter(pl.col("skipped").is_not_null())
+    scenarios = scenarios.filter(pl.col("skipped").is_null())
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS)] if t.chargeback.height else
                   [("p", "The traces name no model or tenant, so the `chargeback` table is empty.")])
     return [
@@ -195,6 +197,9 @@ def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
               "Per-shape deltas are in the `what_if` table."),
         ("chart", "what_if"),
         ("table", scenarios, WHAT_IF_COLUMNS),
+        *([("p", "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"),
+           ("ul", [f"`{r['scenario']}`: {r['skipped']}" for r in skipped.iter_rows(named=True)])]
+          if skipped.height else []),
         ("h2", "Chargeback: spend by model and tenant"),
         *chargeback,
         ("h2", "The fleet over time"),

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from pipelines.formats import read_azure_csv
 from pipelines.replay import replay_fleet
 from pipelines.reports.scenarios import (
     COLUMNS,
+    FLEET_SCHEMA,
     Scenario,
     ScenarioError,
+    ScenarioNotApplicable,
     load_scenarios,
     replay_scenarios,
     scenario_deployment,
@@ -25,6 +28,7 @@ from pipelines.settings import reference_dir
 ROOT = Path(__file__).resolve().parents[2]
 CONV = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
 BASELINE = "azure-2023-70b-h100"
+MOONCAKE = ROOT / "tests" / "fixtures" / "mooncake" / "conversation_trace_excerpt.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -151,22 +155,77 @@ def test_levers_move_the_replay_the_right_way(catalog, baseline, conv_head, scen
         assert what["ttft_s"].median() < base["ttft_s"].median()
 
 
+def _collect(runs) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """All runs' stage rows and fleet rows, as the what-if asset stages them."""
+    stages, fleets = [], []
+    for run in runs:
+        stages.extend(run.stage_batches)
+        fleets.append(run.fleet)
+    return pl.concat(stages), pl.DataFrame(fleets, schema=FLEET_SCHEMA)
+
+
 def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, conv_head):
     two_traces = pl.concat([conv_head.head(300).with_columns(trace=pl.lit("a")),
                             conv_head.tail(200).with_columns(trace=pl.lit("b"))])
     scenarios = [Scenario("fp8", "d", weights="fp8", kv_cache="fp8"), Scenario("r2", "d", replicas=2)]
-    stages, fleets = replay_scenarios(two_traces, catalog, baseline, scenarios)
+    stages, fleets = _collect(replay_scenarios(two_traces, catalog, baseline, scenarios))
     counts = stages.group_by("scenario", "trace").len().sort("scenario", "trace")
     assert counts.rows() == [("fp8", "a", 300), ("fp8", "b", 200), ("r2", "a", 300), ("r2", "b", 200)]
     assert stages.columns[:3] == ["trace", "scenario", "deployment"]
     assert fleets.height == 4 and fleets["usd_per_gpu_hour"].to_list() == [6.155] * 4
     assert fleets.filter(pl.col("scenario") == "r2")["replicas"].to_list() == [2, 2]
     assert (fleets["idle_gpu_s"] >= 0).all() and (fleets["span_s"] > 0).all()
+    assert fleets["skipped"].is_null().all()
 
 
-def test_a_scenario_that_cannot_hold_the_model_names_itself(catalog, baseline, conv_head):
-    with pytest.raises(ScenarioError, match="scenario 'tp1'.*no room for a KV cache"):
-        replay_scenarios(conv_head.head(10), catalog, baseline, [Scenario("tp1", "d", tp=1, replicas=12)])
+def test_runs_are_replayed_one_at_a_time(catalog, baseline, conv_head):
+    """Nothing is replayed before it is asked for, and each run's rows come in slices: the
+    caller stages them, no scenario's full stages frame is held alongside another's."""
+    runs = replay_scenarios(conv_head.head(50).with_columns(trace=pl.lit("a")), catalog, baseline,
+                            [Scenario("r2", "d", replicas=2), Scenario("r4", "d", replicas=4)])
+    first = next(runs)
+    assert first.fleet["scenario"] == "r2"
+    assert sum(batch.height for batch in first.stage_batches) == 50
+
+
+def test_a_scenario_that_cannot_apply_is_skipped_with_its_reason(catalog, conv_head):
+    """fp8 on an A100 (no fp8 tensor cores) or a tp-1 70B (no room for KV) is not a broken
+    scenario file: the scenario is skipped on that deployment, the reason recorded, the others run."""
+    a100 = catalog.deployment("seed-example")
+    scenarios = [Scenario("fp8", "d", weights="fp8", kv_cache="fp8"), Scenario("r2", "d", replicas=2)]
+    stages, fleets = _collect(replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")),
+                                               catalog, a100, scenarios))
+    assert stages["scenario"].unique().to_list() == ["r2"]
+    fp8 = fleets.filter(pl.col("scenario") == "fp8").row(0, named=True)
+    assert "does not apply to deployment 'seed-example'" in fp8["skipped"]
+    assert "no fp8 tensor throughput" in fp8["skipped"]
+    assert (fp8["gpu"], fp8["weight_dtype"], fp8["span_s"]) == ("a100-80gb-sxm", "fp8", None)
+    with pytest.raises(ScenarioNotApplicable, match="scenario 'tp1'.*no room for a KV cache"):
+        scenario_deployment(catalog, catalog.deployment(BASELINE), Scenario("tp1", "d", tp=1, replicas=12))
+
+
+def test_unknown_names_are_errors_on_every_deployment(catalog, baseline):
+    for scenario, message in [(Scenario("x", "d", gpu="h300"), "unknown gpu 'h300'"),
+                              (Scenario("y", "d", weights="fp9"), "weights='fp9'")]:
+        with pytest.raises(ScenarioError, match=message) as err:
+            scenario_deployment(catalog, baseline, scenario)
+        assert not isinstance(err.value, ScenarioNotApplicable)
+
+
+def test_scenarios_replay_with_the_baselines_router_and_hash_size(catalog, baseline):
+    """An unchanged scenario reproduces the baseline replay exactly when given the baseline's
+    router and tokens per prefix hash (here a Mooncake excerpt with 512-token hashes read as
+    16-token ones, which changes what the cache finds)."""
+    requests = pl.read_ndjson(MOONCAKE).head(300).select(
+        trace=pl.lit("m"), arrival_s=pl.col("timestamp") / 1000.0, prompt_tokens="input_length",
+        output_tokens="output_length", prefix_hashes=pl.col("hash_ids").cast(pl.List(pl.Int64)))
+    options = {"router": "round_robin", "hash_tokens": 16}
+    base = replay_fleet(requests, baseline, **options).stages
+    stages, _ = _collect(replay_scenarios(requests, catalog, baseline, [Scenario("same", "d")],
+                                          router="round_robin", hash_tokens={"m": 16}))
+    assert_frame_equal(stages.drop("trace", "scenario", "deployment"), base)
+    default, _ = _collect(replay_scenarios(requests, catalog, baseline, [Scenario("same", "d")]))
+    assert not default.drop("trace", "scenario", "deployment").equals(base)
 
 
 def test_a_scenario_keeps_the_baselines_serving_stack(catalog):

@@ -47,9 +47,11 @@ def conn():
             "trace": ["t", "t"], "scenario": ["s"] * 2, "deployment": ["d+s"] * 2,
             "request_id": ["a", "b"], "gpu_s": [5.0, 0.5], "ttft_s": [0.1, 1.0],
             "tpot_s": [0.02, None]}))
+        # ... and one skipped: it cannot apply to the baseline deployment.
         write_table(c, "scenario_fleets", pl.DataFrame({
-            "trace": ["t"], "scenario": ["s"], "description": ["half"], "deployment": ["d+s"],
-            "usd_per_gpu_hour": [PRICE], "idle_gpu_s": [4.5]}))
+            "trace": ["t", "t"], "scenario": ["s", "k"], "description": ["half", "fp8"],
+            "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
+            "idle_gpu_s": [4.5, None], "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
         for step in ("deployment_prices", "request_costs", "request_shapes", "shape_spend",
                      "fleet_summary", "stage_breakdown", "chargeback", "fleet_timeline_minute",
                      "what_if"):
@@ -118,6 +120,15 @@ def test_stage_breakdown_overall(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def test_what_if_marks_a_skipped_scenario(conn):
+    """A scenario that could not apply is one 'all' row with its reason and no figures."""
+    rows = conn.sql("SELECT scenario, shape, rank, requests, delta_usd, skipped FROM what_if"
+                    " WHERE skipped IS NOT NULL OR scenario = 'k'").fetchall()
+    assert rows == [("k", "all", 0, None, None, "gpu 'g' has no fp8 tensor throughput")]
+    assert conn.sql("SELECT count(*) FROM what_if WHERE scenario = 's' AND skipped IS NULL"
+                    ).fetchall() == [(3,)]
+
+
 def test_stage_shares_sum_to_100_per_shape(conn):
     sums = conn.sql("SELECT shape, sum(pct_latency), sum(pct_gpu_time), sum(pct_spend)"
                     " FROM stage_breakdown GROUP BY shape").fetchall()
@@ -155,7 +166,7 @@ def test_what_if(conn):
     got = conn.sql(
         "SELECT scenario, rank, shape, baseline_usd, spend_usd, delta_usd, delta_pct,"
         " delta_usd_per_day, baseline_p95_ttft_s, p95_ttft_s, delta_p95_tpot_s, delta_fleet_usd"
-        " FROM what_if ORDER BY scenario, rank"
+        " FROM what_if WHERE scenario = 's' ORDER BY scenario, rank"
     ).pl()
     day = 86400 / 5.1  # the baseline's replayed span is 5.1 s
     expected = pl.DataFrame({

@@ -3,6 +3,7 @@
 import time
 
 import dagster as dg
+import duckdb
 import polars as pl
 from dagster_duckdb import DuckDBResource
 
@@ -23,6 +24,13 @@ class ReplayConfig(dg.Config):
     deployment: str = DEFAULT_DEPLOYMENT
     timeline_bin_s: float = 60.0
     router: str = "least_outstanding"
+
+
+def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | None]:
+    """Tokens per prefix hash of each trace, as its format says (trace_files.prefix_block_tokens;
+    Mooncake: 512, null where the format logs no hashes); the what-if replays use the same."""
+    return {row["trace"]: row["prefix_block_tokens"] for row in read_table(
+        conn, "trace_files").select("trace", "prefix_block_tokens").iter_rows(named=True)}
 
 
 @dg.multi_asset(
@@ -48,9 +56,7 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         raise dg.Failure(f"replay config: {exc}") from None
     with duckdb.get_connection() as conn:
         requests = read_table(conn, "requests")
-        # tokens per prefix hash, as the trace's format says (Mooncake: 512)
-        block_tokens = {row["trace"]: row["prefix_block_tokens"] for row in read_table(
-            conn, "trace_files").select("trace", "prefix_block_tokens").iter_rows(named=True)}
+        block_tokens = hash_tokens_by_trace(conn)
         traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
         del requests
         if not traces:

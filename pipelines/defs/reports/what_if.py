@@ -2,13 +2,30 @@
 the baseline -> scenario_stages (request_stages columns per scenario) and scenario_fleets."""
 
 import dagster as dg
+import polars as pl
 from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.reports.scenarios import ScenarioError, load_scenarios, replay_scenarios
+from pipelines.defs.replay.assets import ReplayConfig, hash_tokens_by_trace
+from pipelines.reports.scenarios import FLEET_SCHEMA, ScenarioError, load_scenarios, replay_scenarios
 from pipelines.roofline import CatalogError, load_catalog
-from pipelines.warehouse import read_table, scalar, write_table
+from pipelines.warehouse import publish_staged, read_table, scalar, stage_rows
+
+SCENARIO_TABLES = ["scenario_stages", "scenario_fleets"]
+
+
+def baseline_router(context: dg.AssetExecutionContext) -> str:
+    """The router the baseline replay used (its request_stages materialization says), so the
+    what-if replays differ from it only by the scenario's change."""
+    event = context.instance.get_latest_materialization_event(dg.AssetKey("request_stages"))
+    recorded = event.asset_materialization.metadata.get("router") if event else None
+    if recorded is None:
+        default = ReplayConfig.model_fields["router"].default
+        context.log.warning(f"no router recorded for request_stages in this Dagster instance; "
+                            f"the what-if replays use the default, {default}")
+        return default
+    return recorded.value
 
 
 @dg.multi_asset(
@@ -16,25 +33,47 @@ from pipelines.warehouse import read_table, scalar, write_table
         dg.AssetSpec("scenario_stages", group_name="reports", deps=["requests", "request_stages"],
                      description="Per scenario and request: the request_stages columns of a what-if replay"),
         dg.AssetSpec("scenario_fleets", group_name="reports", deps=["requests", "request_stages"],
-                     description="Per scenario and trace: the deployment replayed, its price, span and idle GPU-s"),
+                     description="Per scenario and trace: the deployment replayed, its price, span and "
+                                 "idle GPU-s, or why the scenario was skipped on this deployment"),
     ],
 )
 def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
     """Replay each trace once per scenario, on the baseline deployment with the scenario's
-    changes, each trace on its own fleet as in the baseline (pipelines/reports/scenarios.py)."""
+    changes, each trace on its own fleet with the baseline's router and prefix-hash size
+    (pipelines/reports/scenarios.py). Rows are staged per scenario and trace and both tables
+    replaced together at the end; a scenario that cannot apply to the baseline deployment is
+    skipped, its scenario_fleets rows saying why."""
     catalog = load_catalog(settings.reference_dir())
+    router = baseline_router(context)
     with duckdb.get_connection() as conn:
         requests = read_table(conn, "requests")
         base_name = scalar(conn, "SELECT min(deployment) FROM request_stages WHERE scenario = 'baseline'")
-    try:
-        scenarios = load_scenarios(settings.reference_dir() / "scenarios.csv")
-        stages, fleets = replay_scenarios(requests, catalog, catalog.deployment(base_name), scenarios)
-    except (ScenarioError, CatalogError) as exc:
-        raise dg.Failure(str(exc)) from None
-    context.log.info(f"replayed {requests.height} requests in each of {len(scenarios)} scenarios "
-                     f"on {base_name} with changes")
-    with duckdb.get_connection() as conn:
-        write_table(conn, "scenario_stages", stages)
-        write_table(conn, "scenario_fleets", fleets)
-        for table in ("scenario_stages", "scenario_fleets"):
-            yield dg.MaterializeResult(asset_key=table, metadata=table_metadata(conn, table))
+        hash_tokens = hash_tokens_by_trace(conn)
+        try:
+            scenarios = load_scenarios(settings.reference_dir() / "scenarios.csv")
+            runs = replay_scenarios(requests, catalog, catalog.deployment(base_name), scenarios,
+                                    router=router, hash_tokens=hash_tokens)
+            fleets, first = [], True
+            for run in runs:
+                for batch in run.stage_batches:
+                    stage_rows(conn, "scenario_stages", batch, first=first)
+                    first = False
+                fleets.append(run.fleet)
+        except (ScenarioError, CatalogError) as exc:
+            raise dg.Failure(str(exc)) from None
+        if first:  # every scenario skipped: an empty scenario_stages with the baseline's columns
+            stage_rows(conn, "scenario_stages", conn.sql("FROM request_stages LIMIT 0").pl(), first=True)
+        frame = pl.DataFrame(fleets, schema=FLEET_SCHEMA)
+        stage_rows(conn, "scenario_fleets", frame, first=True)
+        publish_staged(conn, SCENARIO_TABLES)
+        skipped = dict(frame.filter(pl.col("skipped").is_not_null())
+                       .unique("scenario", maintain_order=True).select("scenario", "skipped").rows())
+        for name, reason in skipped.items():
+            context.log.warning(f"scenario {name} skipped: {reason}")
+        context.log.info(f"replayed {requests.height} requests in each of "
+                         f"{len(scenarios) - len(skipped)} scenarios on {base_name} with changes "
+                         f"(router {router})")
+        for table in SCENARIO_TABLES:
+            yield dg.MaterializeResult(asset_key=table, metadata={
+                **table_metadata(conn, table), "router": router,
+                "skipped_scenarios": dg.MetadataValue.json(skipped)})
