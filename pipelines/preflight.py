@@ -1,11 +1,13 @@
 """Checks a run's configuration before it does any work, so a typo fails in a second, not an hour in.
 
-Everything a run will need and a person can get wrong: the warehouse folder must be writable, the
-reference catalog must load and every deployment in it must resolve (model, GPU, price plan,
-replicas), every deployment the run config names must exist, and every what-if scenario of
-scenarios.csv must be well-formed (name, replicas, ...) and resolve on those deployments (GPU,
-dtypes, parallelism). All problems are collected and reported together, one line each, naming
-the setting or file and what was expected.
+Everything a run will need and a person can get wrong: the warehouse and reports folders must be
+writable and the trace folder must exist, the reference catalog must load and every deployment in
+it must resolve (model, GPU, price plan, replicas), every deployment the run config names must
+exist, and every what-if scenario of scenarios.csv must be well-formed (name, replicas, ...) and
+name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
+deployment (fp8 on a GPU without fp8) is not a problem: the what-if replay skips it and records
+why, and the preflight returns that as a note. All problems are collected and reported together,
+one line each, naming the setting or file and what was expected.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.reports.scenarios import ScenarioError, load_scenarios, scenario_deployment
+from pipelines.reports.scenarios import (
+    ScenarioError,
+    ScenarioNotApplicable,
+    check_scenario_names,
+    load_scenarios,
+    scenario_deployment,
+)
 from pipelines.roofline import CatalogError, load_catalog
 
 
@@ -26,30 +34,46 @@ class ConfigurationError(ValueError):
 @dataclass(frozen=True)
 class RunChoices:
     """The names a run's config chose, as (setting, name) pairs; the setting says where the
-    name came from (e.g. 'replayed_fleet.deployment'), so the message can point at it."""
+    name came from (e.g. 'replayed_fleet.deployment'), so the message can point at it.
+    `replay` is the deployment the baseline and what-if replays run on (the scenarios are
+    checked against it alone); `problems` are what reading the run config already found wrong."""
 
     deployments: list[tuple[str, str]] = field(default_factory=list)
+    replay: tuple[str, str] | None = None
+    problems: list[str] = field(default_factory=list)
 
 
-def _writable_folder(warehouse: Path) -> str | None:
-    """None if the warehouse file can be created or replaced in its folder, else why not."""
-    folder = warehouse.parent
+def _writable_folder(setting: str, folder: Path) -> str | None:
+    """None if files can be created in `folder` (made if missing), else why not."""
     existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if existing is None or not existing.is_dir():
-        return f"FLEETSPEND_WAREHOUSE={warehouse}: {existing} is not a folder"
-    if warehouse.exists() and not warehouse.is_file():
-        return f"FLEETSPEND_WAREHOUSE={warehouse}: exists and is not a file"
+        return f"{setting}: {existing} is not a folder"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".fleetspend-preflight-"):
             pass
     except OSError as exc:
-        return (f"FLEETSPEND_WAREHOUSE={warehouse}: cannot write in {folder} "
+        return (f"{setting}: cannot write in {folder} "
                 f"({exc.strerror}); choose a folder you can write to")
     return None
 
 
-def _catalog_problems(reference_dir: Path, choices: RunChoices) -> Iterable[str]:
+def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path | None) -> Iterable[str]:
+    """The warehouse file can be created or replaced, the reports can be written, the traces exist."""
+    setting = f"FLEETSPEND_WAREHOUSE={warehouse}"
+    if warehouse.exists() and not warehouse.is_file():
+        yield f"{setting}: exists and is not a file"
+    elif problem := _writable_folder(setting, warehouse.parent):
+        yield problem
+    if reports_dir is not None and (problem := _writable_folder(
+            f"FLEETSPEND_REPORTS_DIR={reports_dir}", reports_dir)):
+        yield problem
+    if trace_dir is not None and not trace_dir.is_dir():
+        yield (f"FLEETSPEND_TRACE_DIR={trace_dir}: no such folder; expected the folder of request "
+               f"logs to ingest")
+
+
+def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]) -> Iterable[str]:
     try:
         catalog = load_catalog(reference_dir)
     except CatalogError as exc:
@@ -71,21 +95,36 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices) -> Iterable[str]
     except ScenarioError as exc:
         yield str(exc)
         return
-    for _, name in choices.deployments:
+    named_wrong = False
+    for scenario in scenarios:
         try:
-            baseline = catalog.deployment(name)
-        except CatalogError:
-            continue  # reported above
-        for scenario in scenarios:
-            try:
-                scenario_deployment(catalog, baseline, scenario)
-            except ScenarioError as exc:
-                yield f"scenarios file {scenarios_file}, on deployment {name!r}: {exc}"
+            check_scenario_names(catalog, scenario)
+        except ScenarioError as exc:
+            named_wrong = True
+            yield f"scenarios file {scenarios_file}: {exc}"
+    setting, name = choices.replay or (None, None)
+    try:
+        baseline = catalog.deployment(name) if name in names and not named_wrong else None
+    except CatalogError:
+        baseline = None  # reported above
+    if baseline is None:
+        return
+    for scenario in scenarios:
+        try:
+            scenario_deployment(catalog, baseline, scenario)
+        except ScenarioNotApplicable as exc:
+            notes.append(f"{exc} ({setting}); the what-if replay skips it")
+        except ScenarioError as exc:
+            yield f"scenarios file {scenarios_file}, on deployment {name!r}: {exc}"
 
 
-def preflight(warehouse: Path, reference_dir: Path, choices: RunChoices) -> None:
-    """Raise ConfigurationError listing every problem, or return quietly."""
-    problems = [p for p in (_writable_folder(warehouse),) if p]
-    problems += list(_catalog_problems(reference_dir, choices))
+def preflight(warehouse: Path, reference_dir: Path, choices: RunChoices, *,
+              reports_dir: Path | None = None, trace_dir: Path | None = None) -> list[str]:
+    """Raise ConfigurationError listing every problem, or return the notes: what-if scenarios
+    the replay will skip because they cannot apply to its deployment."""
+    notes: list[str] = []
+    problems = [*choices.problems, *_folder_problems(warehouse, reports_dir, trace_dir)]
+    problems += list(_catalog_problems(reference_dir, choices, notes))
     if problems:
         raise ConfigurationError("configuration problem(s), nothing was run:\n- " + "\n- ".join(problems))
+    return notes

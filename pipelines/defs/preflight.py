@@ -3,6 +3,10 @@ calls `check_run` before any step) and as a command that prints only the message
 `make demo`:
 
     python -m pipelines.defs.preflight [-c run_config.yaml]    # exit 0, or 2 with the problems
+
+Dagster checks a run config's shape before a run starts; the command does not go through Dagster,
+so `run_choices` checks the shape of what it reads itself (mappings where mappings belong, a name
+where a name belongs) and reports each mismatch as a problem line, never a traceback.
 """
 
 import argparse
@@ -14,21 +18,68 @@ import yaml
 from pipelines import settings
 from pipelines.defs.replay.assets import ReplayConfig
 from pipelines.preflight import ConfigurationError, RunChoices, preflight
+from pipelines.roofline.calibration import REQUEST_METRICS
+
+REPLAY_OP = "replayed_fleet"
+CALIBRATION_OP = "calibrated"
 
 
-def run_choices(run_config: dict) -> RunChoices:
-    """The deployment names a run config chooses (any asset config field named `deployment`),
-    or the replay's default when none does."""
-    chosen = [(f"{op}.deployment", cfg["deployment"])
-              for op, body in (run_config.get("ops") or {}).items()
-              if isinstance(cfg := (body or {}).get("config"), dict) and "deployment" in cfg]
-    default = ReplayConfig.model_fields["deployment"].default
-    return RunChoices(deployments=chosen or [("replayed_fleet.deployment (default)", default)])
+def _mapping(value, where: str, problems: list[str]) -> dict:
+    """`value` if it is a mapping (None counts as empty), else {} and a problem naming `where`."""
+    if value is None or isinstance(value, dict):
+        return value or {}
+    problems.append(f"run config {where}: {value!r} is a {type(value).__name__}, expected a mapping")
+    return {}
 
 
-def check_run(warehouse: Path, run_config: dict) -> None:
-    """Raise ConfigurationError naming every problem of this run's configuration."""
-    preflight(warehouse, settings.reference_dir(), run_choices(run_config))
+def _calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]:
+    """The deployments named in the calibration config's `deployments` map (trace -> deployment);
+    also checks `fit_metrics` (pipelines/defs/calibration/assets.py, CalibrationConfig)."""
+    where = f"ops.{CALIBRATION_OP}.config"
+    chosen = []
+    for trace, name in _mapping(cfg.get("deployments"), f"{where}.deployments", problems).items():
+        if isinstance(name, str):
+            chosen.append((f"{CALIBRATION_OP}.deployments[{trace!r}]", name))
+        else:
+            problems.append(f"run config {where}.deployments[{trace!r}]: {name!r}, expected a "
+                            f"deployment name")
+    if "fit_metrics" in cfg:
+        metrics = cfg["fit_metrics"]
+        if (not isinstance(metrics, list) or not metrics
+                or not all(isinstance(m, str) and m in REQUEST_METRICS for m in metrics)):
+            problems.append(f"run config {where}.fit_metrics: {metrics!r}, expected a list of "
+                            f"some of {list(REQUEST_METRICS)}")
+    return chosen
+
+
+def run_choices(run_config) -> RunChoices:
+    """The deployment names a run config chooses (any asset config field named `deployment`, and
+    the calibration's per-trace `deployments`); the replay's, or its default when it names none,
+    is the one the what-if scenarios are checked against."""
+    problems: list[str] = []
+    ops = _mapping(_mapping(run_config, "(the whole file)", problems).get("ops"), "ops", problems)
+    chosen = []
+    for op, body in ops.items():
+        cfg = _mapping(_mapping(body, f"ops.{op}", problems).get("config"), f"ops.{op}.config", problems)
+        if "deployment" in cfg:
+            if isinstance(cfg["deployment"], str):
+                chosen.append((f"{op}.deployment", cfg["deployment"]))
+            else:
+                problems.append(f"run config ops.{op}.config.deployment: {cfg['deployment']!r}, "
+                                f"expected a deployment name")
+        if op == CALIBRATION_OP:
+            chosen += _calibration_choices(cfg, problems)
+    replay = next((c for c in chosen if c[0] == f"{REPLAY_OP}.deployment"),
+                  (f"{REPLAY_OP}.deployment (default)", ReplayConfig.model_fields["deployment"].default))
+    return RunChoices(deployments=chosen if replay in chosen else [*chosen, replay], replay=replay,
+                      problems=problems)
+
+
+def check_run(warehouse: Path, run_config) -> list[str]:
+    """Raise ConfigurationError naming every problem of this run's configuration; else return
+    the notes (what-if scenarios the replay will skip on its deployment, and why)."""
+    return preflight(warehouse, settings.reference_dir(), run_choices(run_config),
+                     reports_dir=settings.reports_dir(), trace_dir=settings.trace_dir())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,12 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run config {args.config}: not a readable YAML file ({exc})", file=sys.stderr)
         return 2
     try:
-        check_run(settings.warehouse_path(), run_config or {})
+        notes = check_run(settings.warehouse_path(), run_config)
     except ConfigurationError as exc:
         print(exc, file=sys.stderr)
         return 2
     print(f"configuration ok: warehouse {settings.warehouse_path()}, "
           f"reference data {settings.reference_dir()}")
+    for note in notes:
+        print(f"note: {note}")
     return 0
 
 

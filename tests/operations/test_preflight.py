@@ -119,3 +119,75 @@ def test_bad_scenarios_fail_before_any_step(tmp_path, monkeypatch, row, expected
     _scenarios(tmp_path, monkeypatch, row)
     result, started, message = _run(tmp_path / "wh" / "fleetspend.duckdb")
     assert started == [] and "scenarios.csv" in message and expected in message
+
+
+def _command(tmp_path, monkeypatch, capsys, config_text: str | None) -> tuple[int, str, str]:
+    """python -m pipelines.defs.preflight [-c config], in process: exit code, stdout, stderr."""
+    from pipelines.defs.preflight import main
+
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(tmp_path / "wh" / "w.duckdb"))
+    args = []
+    if config_text is not None:
+        (tmp_path / "run.yaml").write_text(config_text)
+        args = ["-c", str(tmp_path / "run.yaml")]
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_replay_on_another_deployment_skips_scenarios_that_cannot_apply(tmp_path, monkeypatch, capsys):
+    """The README's example: the A100 of seed-example has no fp8, so the fp8 scenarios are
+    noted as skipped, not a configuration problem."""
+    code, out, err = _command(tmp_path, monkeypatch, capsys,
+                              '{"ops": {"replayed_fleet": {"config": {"deployment": "seed-example"}}}}')
+    assert code == 0 and err == "" and "configuration ok" in out
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2 and all("has no fp8 tensor throughput" in n for n in notes)
+    assert "scenario 'fp8' does not apply to deployment 'seed-example'" in notes[0]
+    assert "scenario 'tp2-fp8'" in notes[1] and "replayed_fleet.deployment" in notes[1]
+
+
+def test_a_calibration_deployment_is_not_checked_against_the_scenarios(tmp_path, monkeypatch, capsys):
+    config = '{"ops": {"calibrated": {"config": {"deployment": "seed-example"}}}}'
+    code, out, err = _command(tmp_path, monkeypatch, capsys, config)
+    assert code == 0 and err == "" and "note:" not in out
+    bad = '{"ops": {"calibrated": {"config": {"deployment": "nope"}}}}'
+    code, _, err = _command(tmp_path, monkeypatch, capsys, bad)
+    assert code == 2 and "calibrated.deployment='nope': no such deployment" in err
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("- ops\n- replayed_fleet\n", "run config (the whole file): ['ops', 'replayed_fleet'] is a list, expected a mapping"),
+    ("ops:\n  - replayed_fleet\n", "run config ops: ['replayed_fleet'] is a list, expected a mapping"),
+    ("ops:\n  replayed_fleet: [1]\n", "run config ops.replayed_fleet: [1] is a list, expected a mapping"),
+    ("ops:\n  replayed_fleet:\n    config: x\n", "run config ops.replayed_fleet.config: 'x' is a str"),
+    ("ops:\n  replayed_fleet:\n    config:\n      deployment: [x]\n",
+     "run config ops.replayed_fleet.config.deployment: ['x'], expected a deployment name"),
+    ("ops:\n  calibrated:\n    config:\n      deployments: [x]\n",
+     "run config ops.calibrated.config.deployments: ['x'] is a list, expected a mapping"),
+    ("ops:\n  calibrated:\n    config:\n      deployments: {t: 3}\n",
+     "run config ops.calibrated.config.deployments['t']: 3, expected a deployment name"),
+    ("ops:\n  calibrated:\n    config:\n      deployments: {t: nope}\n",
+     "calibrated.deployments['t']='nope': no such deployment"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metrics: [ttft, tpot]\n",
+     "run config ops.calibrated.config.fit_metrics: ['ttft', 'tpot'], expected a list of some of"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metrics: ttft\n",
+     "run config ops.calibrated.config.fit_metrics: 'ttft', expected a list"),
+])
+def test_malformed_run_config_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys, text, expected):
+    code, out, err = _command(tmp_path, monkeypatch, capsys, text)
+    assert code == 2 and out == ""
+    assert err.startswith("configuration problem(s), nothing was run:\n- ") and expected in err
+
+
+def test_reports_folder_must_be_writable_and_trace_folder_must_exist(tmp_path, monkeypatch, capsys):
+    (tmp_path / "plain").write_text("")
+    monkeypatch.setenv("FLEETSPEND_REPORTS_DIR", str(tmp_path / "plain" / "reports"))
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(tmp_path / "no-traces"))
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 3
+    assert f"FLEETSPEND_REPORTS_DIR={tmp_path / 'plain' / 'reports'}: " in lines[1]
+    assert "is not a folder" in lines[1]
+    assert lines[2] == (f"- FLEETSPEND_TRACE_DIR={tmp_path / 'no-traces'}: no such folder; expected "
+                        f"the folder of request logs to ingest")
