@@ -11,10 +11,8 @@ CONSERVATION_TOLERANCE = 1e-9
 @dg.asset_check(asset="request_stages", blocking=True)
 def no_negative_stage(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     with duckdb.get_connection() as conn:
-        bad = scalar(conn, 
-            "SELECT count(*) FROM request_stages WHERE least(queue_s, prefill_s, decode_s, network_s,"
-            " prefill_gpu_s, decode_gpu_s) < 0 OR e2e_s IS NULL"
-        )
+        run_sql(conn, "negative_stages")
+        bad = scalar(conn, "SELECT count(*) FROM negative_stages")
     return dg.AssetCheckResult(passed=bad == 0, metadata={"bad_rows": bad})
 
 

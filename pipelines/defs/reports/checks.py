@@ -4,7 +4,7 @@ shape_buckets.csv), and every what-if scenario replayed every request."""
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from pipelines.warehouse import scalar
+from pipelines.warehouse import run_sql, scalar
 
 
 @dg.asset_check(asset="shape_spend", blocking=True, additional_deps=["request_costs"])
@@ -21,14 +21,8 @@ def every_request_has_a_shape(duckdb: DuckDBResource) -> dg.AssetCheckResult:
 def every_scenario_replays_every_request(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     """Each scenario holds exactly the baseline's (trace, request_id) pairs."""
     with duckdb.get_connection() as conn:
-        missing = scalar(conn, """
-            SELECT count(*) FROM (SELECT DISTINCT scenario FROM scenario_stages) AS sc
-            CROSS JOIN (SELECT trace, request_id FROM request_stages WHERE scenario = 'baseline') AS b
-            ANTI JOIN scenario_stages AS s
-              ON s.scenario = sc.scenario AND s.trace = b.trace AND s.request_id = b.request_id""")
-        extra = scalar(conn, """
-            SELECT count(*) FROM scenario_stages AS s
-            ANTI JOIN request_stages AS b
-              ON b.scenario = 'baseline' AND b.trace = s.trace AND b.request_id = s.request_id""")
+        run_sql(conn, "scenario_coverage")
+        missing = scalar(conn, "SELECT coalesce(sum(missing_rows), 0)::BIGINT FROM scenario_coverage")
+        extra = scalar(conn, "SELECT coalesce(sum(extra_rows), 0)::BIGINT FROM scenario_coverage")
     return dg.AssetCheckResult(passed=missing == 0 and extra == 0,
                                metadata={"missing_rows": missing, "extra_rows": extra})
