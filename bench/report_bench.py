@@ -17,7 +17,7 @@ import polars as pl
 from bench.replay_bench import REPLICAS_AT_45_PER_S, synthetic
 from pipelines.replay import replay_fleet
 from pipelines.reports.charts import report_charts
-from pipelines.reports.scenarios import Scenario, replay_scenarios
+from pipelines.reports.scenarios import FLEET_SCHEMA, Scenario, replay_scenarios
 from pipelines.reports.text import ReportTables
 from pipelines.roofline import load_catalog
 from pipelines.settings import reference_dir
@@ -37,8 +37,10 @@ def main(n: int) -> None:
     base = replay_fleet(requests, fleet)
     labels = [pl.lit("synthetic").alias("trace"), pl.lit("baseline").alias("scenario"),
               pl.lit(fleet.name).alias("deployment")]
-    stages, fleets = replay_scenarios(requests, catalog, fleet,
-                                      [Scenario("fp8", "fp8 weights and KV", weights="fp8", kv_cache="fp8")])
+    runs = list(replay_scenarios(requests, catalog, fleet,
+                                 [Scenario("fp8", "fp8 weights and KV", weights="fp8", kv_cache="fp8")]))
+    stages = pl.concat(batch for run in runs for batch in run.stage_batches)
+    fleets = pl.DataFrame([run.fleet for run in runs], schema=FLEET_SCHEMA)
     print(f"{n:,} requests: baseline + 1 scenario replayed in {time.perf_counter() - start:.1f} s")
     with duckdb.connect() as conn:
         for table in ("gpus", "prices"):

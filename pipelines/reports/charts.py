@@ -7,6 +7,8 @@ whether the trace holds thousands or 27 million requests.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import altair as alt
@@ -138,12 +140,20 @@ def what_if_chart(what_if: pl.DataFrame) -> alt.HConcatChart:
 
 
 def save_chart(chart: alt.TopLevelMixin, directory: Path, stem: str) -> dict[str, Path]:
-    """Write <stem>.png and <stem>.html (Vega inlined, no network needed to view)."""
+    """Write <stem>.png, <stem>.html (Vega inlined, no network needed to view) and <stem>.json
+    (the Vega-Lite spec, which report.html embeds as saved, so the charts are drawn once)."""
     directory.mkdir(parents=True, exist_ok=True)
-    paths = {"png": directory / f"{stem}.png", "html": directory / f"{stem}.html"}
+    paths = {"png": directory / f"{stem}.png", "html": directory / f"{stem}.html",
+             "json": directory / f"{stem}.json"}
     chart.save(paths["png"], scale_factor=2)
     chart.save(paths["html"], inline=True)
+    paths["json"].write_text(json.dumps(chart.to_dict()))
     return paths
+
+
+def load_chart_specs(directory: Path, stems: Iterable[str]) -> dict[str, dict]:
+    """The Vega-Lite specs save_chart wrote, by stem; FileNotFoundError names a missing one."""
+    return {stem: json.loads((directory / f"{stem}.json").read_text()) for stem in stems}
 
 
 def report_charts(t: ReportTables) -> dict[str, alt.TopLevelMixin]:

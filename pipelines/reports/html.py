@@ -49,13 +49,14 @@ def _block(block: tuple) -> str:
     return f'<div class="chart" id="chart-{stem}" role="img" aria-label="{html.escape(CHARTS[stem])}"></div>'
 
 
-def report_html(t: ReportTables, deployment: str, charts: dict[str, alt.TopLevelMixin]) -> str:
-    """The whole page; `charts` maps each chart stem of text.CHARTS to its Altair chart."""
+def report_html(t: ReportTables, deployment: str, specs: dict[str, dict]) -> str:
+    """The whole page; `specs` maps each chart stem of text.CHARTS to its Vega-Lite spec (as
+    charts.save_chart saved it)."""
     vl_version = "v" + "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     # A spec is JSON inside <script>: "</" is escaped so no label can close the tag.
-    specs = {stem: json.dumps(chart.to_dict()).replace("</", "<\\/") for stem, chart in charts.items()}
+    embedded = {stem: json.dumps(spec).replace("</", "<\\/") for stem, spec in specs.items()}
     embed = "\n".join(f"vegaEmbed('#chart-{stem}', {spec}, {{renderer: 'svg', actions: false}})"
-                      f".catch(console.error);" for stem, spec in specs.items())
+                      f".catch(console.error);" for stem, spec in embedded.items())
     body = "\n".join(_block(b) for b in report_blocks(t, deployment))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

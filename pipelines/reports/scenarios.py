@@ -187,8 +187,9 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
     """Replay every trace of `requests` once per scenario, each trace on its own fleet and with
     the baseline's options (`router`; `hash_tokens`: tokens per prefix hash by trace, Mooncake's
     512 where a trace has none), one ScenarioRun per scenario and trace, lazily, so that only
-    one trace's replay is held at a time. The stage rows are the request_stages columns labelled
-    with trace, scenario and deployment; consume each run's batches before the next run.
+    one trace's replay is held at a time when each run's batches are consumed before the
+    next run. The stage rows are the request_stages columns labelled with trace, scenario and
+    deployment.
 
     A scenario that does not apply to `baseline` (ScenarioNotApplicable) is not replayed: its
     runs carry the reason in `skipped`. A ReplayError becomes a ScenarioError naming the scenario."""
@@ -220,8 +221,12 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 "output_cap": s.output_cap, "usd_per_gpu_hour": price, "span_s": result.span_s,
                 "idle_gpu_s": result.idle_gpu_s, "skipped": None,
             }
-            yield ScenarioRun(fleet, (batch.select(*labels, *STAGE_COLUMNS)
-                                      for batch in result.stage_batches()))
+            yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
+
+
+def _labelled(batches: Iterator[pl.DataFrame], labels: tuple[pl.Expr, ...]) -> Iterator[pl.DataFrame]:
+    for batch in batches:
+        yield batch.select(*labels, *STAGE_COLUMNS)
 
 
 def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -> dict:

@@ -6,9 +6,9 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.reports.charts import report_charts, save_chart
+from pipelines.reports.charts import load_chart_specs, report_charts, save_chart
 from pipelines.reports.html import report_html
-from pipelines.reports.text import ReportTables, headline, report_markdown
+from pipelines.reports.text import CHARTS, ReportTables, headline, report_markdown
 from pipelines.warehouse import run_sql, scalar
 
 
@@ -81,9 +81,12 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     directory = settings.reports_dir()
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
-    charts = report_charts(tables)
-    md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in charts}))
-    page.write_text(report_html(tables, deployment, charts))
+    try:  # the charts report_charts_files drew, not drawn again
+        specs = load_chart_specs(directory, CHARTS)
+    except FileNotFoundError as exc:
+        raise dg.Failure(f"{exc.filename} is missing: materialize report_charts_files first") from None
+    md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs}))
+    page.write_text(report_html(tables, deployment, specs))
     return dg.MaterializeResult(metadata={
         "report_md": dg.MetadataValue.path(str(md)),
         "report_html": dg.MetadataValue.path(str(page)),
