@@ -222,6 +222,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 "idle_gpu_s": result.idle_gpu_s, "skipped": None,
             }
             yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
+            del result  # not held while the next trace replays
 
 
 def _labelled(batches: Iterator[pl.DataFrame], labels: tuple[pl.Expr, ...]) -> Iterator[pl.DataFrame]:
