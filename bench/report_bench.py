@@ -14,7 +14,7 @@ from dataclasses import replace
 import duckdb
 import polars as pl
 
-from bench.replay_bench import REPLICAS_AT_45_PER_S, synthetic
+from bench.replay_bench import REPLICAS_AT_70_PCT, synthetic
 from pipelines.replay import replay_fleet
 from pipelines.reports.charts import report_charts
 from pipelines.reports.scenarios import FLEET_SCHEMA, Scenario, replay_scenarios
@@ -29,7 +29,7 @@ STEPS = ("deployment_prices", "request_costs", "request_shapes", "shape_spend", 
 
 def main(n: int) -> None:
     catalog = load_catalog()
-    fleet = replace(catalog.deployment("azure-2023-70b-h100"), replicas=REPLICAS_AT_45_PER_S)
+    fleet = replace(catalog.deployment("azure-2023-70b-h100"), replicas=REPLICAS_AT_70_PCT)
     requests = synthetic(n).with_columns(
         trace=pl.lit("synthetic"), request_id=pl.int_range(pl.len()).cast(pl.String),
         model=pl.lit(None, pl.String), tenant=pl.lit(None, pl.String))
