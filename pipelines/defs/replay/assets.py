@@ -84,7 +84,8 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
                            first=first)
                 first = False
             stage_rows(conn, "fleet_timeline",
-                       result.timeline.select(**labels, **{c: c for c in result.timeline.columns}),
+                       result.timeline.select(**labels, router=pl.lit(config.router),
+                                              **{c: c for c in result.timeline.columns}),
                        first=number == 0)
             hit_rates[trace] = result.cache_hit_rate
             context.log.info(f"{trace}: replayed {frame.height:,} requests over {result.span_s:,.0f} s "

@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.defs.replay.assets import ReplayConfig, hash_tokens_by_trace
+from pipelines.defs.replay.assets import hash_tokens_by_trace
 from pipelines.reports.scenarios import FLEET_SCHEMA, ScenarioError, load_scenarios, replay_scenarios
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.warehouse import publish_staged, read_table, scalar, stage_rows
@@ -15,24 +15,11 @@ from pipelines.warehouse import publish_staged, read_table, scalar, stage_rows
 SCENARIO_TABLES = ["scenario_stages", "scenario_fleets"]
 
 
-def baseline_router(context: dg.AssetExecutionContext) -> str:
-    """The router the baseline replay used (its request_stages materialization says), so the
-    what-if replays differ from it only by the scenario's change."""
-    event = context.instance.get_latest_materialization_event(dg.AssetKey("request_stages"))
-    recorded = event.asset_materialization.metadata.get("router") if event else None
-    if recorded is None:
-        default = ReplayConfig.model_fields["router"].default
-        context.log.warning(f"no router recorded for request_stages in this Dagster instance; "
-                            f"the what-if replays use the default, {default}")
-        return default
-    return recorded.value
-
-
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("scenario_stages", group_name="reports", deps=["requests", "request_stages"],
+        dg.AssetSpec("scenario_stages", group_name="reports", deps=["requests", "request_stages", "fleet_timeline"],
                      description="Per scenario and request: the request_stages columns of a what-if replay"),
-        dg.AssetSpec("scenario_fleets", group_name="reports", deps=["requests", "request_stages"],
+        dg.AssetSpec("scenario_fleets", group_name="reports", deps=["requests", "request_stages", "fleet_timeline"],
                      description="Per scenario and trace: the deployment replayed, its price, span and "
                                  "idle GPU-s, or why the scenario was skipped on this deployment"),
     ],
@@ -44,8 +31,10 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
     replaced together at the end; a scenario that cannot apply to the baseline deployment is
     skipped, its scenario_fleets rows saying why."""
     catalog = load_catalog(settings.reference_dir())
-    router = baseline_router(context)
     with duckdb.get_connection() as conn:
+        # The baseline replay records its router in fleet_timeline: the what-if replays differ
+        # from it only by the scenario's change.
+        router = scalar(conn, "SELECT min(router) FROM fleet_timeline WHERE scenario = 'baseline'")
         requests = read_table(conn, "requests")
         base_name = scalar(conn, "SELECT min(deployment) FROM request_stages WHERE scenario = 'baseline'")
         hash_tokens = hash_tokens_by_trace(conn)
