@@ -24,9 +24,22 @@ Parameters are fitted in log space, efficiencies bounded to (0.01, 1], overheads
 Held-out check: observations are split into alternating halves in arrival (or row) order, so both
 halves see the same load; the fit uses the even half (and only the metrics asked for), errors are
 reported on both halves and every observed metric. Per group (shape x half x metric):
-error = median over its observations of |predicted / observed - 1| (per-request accuracy) and
+error = median over its observations of |predicted / observed - 1| (per-request accuracy),
 shape_error = |median predicted / median observed - 1| (the group's bias, what a per-shape cost
-attribution inherits).
+attribution inherits) and error_baseline = the `error` of predicting each observation by the
+median observed value of its shape and metric in the fit half. The baseline is what a lookup
+table of the log itself achieves without any physics: where `error_after` is not below it, the
+model explains nothing of the per-request spread (server jitter, unknown output lengths), and
+where it is well below, the replay's queueing and batching carry real information.
+
+Plausibility: a fit can always shrink a residual by pushing a factor to its bound, and a log
+served by other hardware than the deployment named for it still "calibrates". Two checks say so
+(`Calibration.warnings`): the median observation of a metric is faster than the deployment can
+be with every fitted factor at its ideal (100% of peak compute and bandwidth, no step overhead,
+no client latency; the catalog's all-reduce latency and per-layer launch cost stay, being
+hardware), or a fitted efficiency ends at its bound (100% of peak, or 1%) or an overhead at
+1 s. Either means the deployment is not the one that served the log (GPU,
+tensor-parallel degree, dtype or model), whatever the errors say.
 """
 
 from __future__ import annotations
@@ -59,6 +72,11 @@ F_SCALE = 0.2
 DIFF_STEP = 0.05
 MAX_EVALUATIONS = 400
 ALL_SHAPES = "all"
+# The ideal deployment of the plausibility check: every factor at its best (module docstring).
+IDEAL = {"compute_efficiency": 1.0, "bandwidth_efficiency": 1.0,
+         "step_overhead_s": BOUNDS["step_overhead_s"][0], "net_one_way_s": BOUNDS["net_one_way_s"][0]}
+# A fitted value within this ratio of a bound counts as at the bound.
+AT_BOUND = 1.01
 
 
 class CalibrationError(ValueError):
@@ -69,9 +87,14 @@ class CalibrationError(ValueError):
 class Calibration:
     before: Deployment
     after: Deployment
-    errors: pl.DataFrame  # shape, split, metric, observations, median_observed_s, (shape_)error_before/after
+    errors: pl.DataFrame  # shape, split, metric, observations, median_observed_s, (shape_)error_before/after, error_baseline
     cost_before: float
     cost_after: float
+    warnings: tuple[str, ...] = ()  # why the deployment may not be the one that served the log
+
+    def at_bound(self) -> list[str]:
+        """The fitted parameters that ended at a bound that means implausible (module docstring)."""
+        return [p for p in PARAMETERS if _at_implausible_bound(p, parameter(self.after, p))]
 
     def parameters(self) -> dict[str, tuple[float, float]]:
         """{parameter: (before, after)}."""
@@ -199,17 +222,21 @@ def _cost(predicted: np.ndarray, observed: np.ndarray) -> float:
 
 def _error_table(obs: pl.DataFrame, predicted_before: np.ndarray,
                  predicted_after: np.ndarray) -> pl.DataFrame:
+    fit_medians = obs.filter(pl.col("split") == FIT).group_by("shape", "metric").agg(
+        fit_median=pl.col("observed").median())
     frame = obs.with_columns(
         pred_before=pl.Series(predicted_before), pred_after=pl.Series(predicted_after)
-    ).with_columns(
+    ).join(fit_medians, on=["shape", "metric"], how="left", maintain_order="left").with_columns(
         err_before=(pl.col("pred_before") / pl.col("observed") - 1.0).abs(),
         err_after=(pl.col("pred_after") / pl.col("observed") - 1.0).abs(),
+        err_baseline=(pl.col("fit_median") / pl.col("observed") - 1.0).abs(),
     )
     aggregations = dict(
         observations=pl.len(), median_observed_s=pl.col("observed").median(),
         error_before=pl.col("err_before").median(), error_after=pl.col("err_after").median(),
         shape_error_before=(pl.col("pred_before").median() / pl.col("observed").median() - 1).abs(),
         shape_error_after=(pl.col("pred_after").median() / pl.col("observed").median() - 1).abs(),
+        error_baseline=pl.col("err_baseline").median(),
     )
     per_shape = frame.group_by("shape", "split", "metric").agg(**aggregations)
     overall = frame.group_by("split", "metric").agg(**aggregations).with_columns(
@@ -289,12 +316,43 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
     before = predict(d)
     after_deployment = _fit(d, predict, observed, fit_mask)
     after = predict(after_deployment)
-    if not (np.isfinite(before).all() and np.isfinite(after).all()):
+    ideal = predict(with_parameters(d, IDEAL))
+    if not all(np.isfinite(x).all() for x in (before, after, ideal)):
         raise CalibrationError("the replay left some observed request without a prediction")
-    return Calibration(
+    result = Calibration(
         before=d, after=after_deployment, errors=_error_table(obs, before, after),
         cost_before=_cost(before, observed), cost_after=_cost(after, observed),
     )
+    return replace(result, warnings=_plausibility(result, obs["metric"].to_numpy(), observed, ideal))
+
+
+def _at_implausible_bound(name: str, value: float) -> bool:
+    """An efficiency at 100% of peak or at 1%, or an overhead at its 1 s ceiling (a small
+    overhead at its floor is plausible: the engine simply has none to speak of)."""
+    low, high = BOUNDS[name]
+    at_high = value * AT_BOUND >= high
+    return at_high or (name.endswith("_efficiency") and value <= low * AT_BOUND)
+
+
+def _plausibility(result: Calibration, metrics: np.ndarray, observed: np.ndarray,
+                  ideal: np.ndarray) -> tuple[str, ...]:
+    """The warnings of the module docstring's plausibility checks, one sentence each."""
+    d = result.before
+    served_by = f"{d.name} ({d.model.model} on {d.tp} x {d.gpu.gpu}, {d.weight_dtype} weights)"
+    warnings = []
+    for metric in dict.fromkeys(metrics):
+        rows = metrics == metric
+        observed_median, ideal_median = float(np.median(observed[rows])), float(np.median(ideal[rows]))
+        if observed_median < ideal_median:
+            warnings.append(
+                f"median observed {metric} {observed_median:.4g} s is faster than {served_by} "
+                f"can be ({ideal_median:.4g} s at 100% of peak compute and bandwidth, no step "
+                f"overhead, no client latency): the log was served by other hardware, "
+                f"parallelism, precision or model")
+    for name in result.at_bound():
+        warnings.append(f"{name} was fitted to {parameter(result.after, name):.4g}, at its bound: "
+                        f"{served_by} cannot explain the log without it")
+    return tuple(warnings)
 
 
 def perf_model_steps(perf_model: pl.DataFrame, model: str, hardware: str, tp: int) -> pl.DataFrame:
@@ -318,12 +376,14 @@ def perf_model_steps(perf_model: pl.DataFrame, model: str, hardware: str, tp: in
 
 def format_table(errors: pl.DataFrame) -> str:
     """Markdown table of the per-shape errors (for asset metadata and reports)."""
-    lines = ["| split | metric | shape | n | median observed s | error before | error after |",
-             "|---|---|---|---:|---:|---:|---:|"]
+    lines = ["| split | metric | shape | n | median observed s | error before | error after "
+             "| shape-median baseline |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
     for r in errors.iter_rows(named=True):
         lines.append(
             f"| {r['split']} | {r['metric']} | {r['shape']} | {r['observations']} | "
-            f"{r['median_observed_s']:.4g} | {_pct(r['error_before'])} | {_pct(r['error_after'])} |"
+            f"{r['median_observed_s']:.4g} | {_pct(r['error_before'])} | {_pct(r['error_after'])} "
+            f"| {_pct(r['error_baseline'])} |"
         )
     return "\n".join(lines)
 

@@ -113,3 +113,59 @@ def test_calibration_on_a_log_ingested_by_read_trace(catalog, scale):
                                 BUCKETS, fit_metrics=("ttft",))
     before, after = result.held_out_error("ttft", "shape_error")
     assert before > 0.5 and after < 0.10, (before, after)
+
+
+def llmperf(name: str) -> pl.DataFrame:
+    """A whole LLMPerf leaderboard file (5 concurrent clients, as the leaderboard ran them)."""
+    from pipelines.formats import read_trace
+
+    return read_trace(FIXTURES / "public" / f"{name}.json", concurrency=5).requests
+
+
+def test_llmperf_log_calibrates_within_ten_percent_on_the_held_out_half(catalog):
+    """Fireworks' Llama-2-7B endpoint (Dec 2023; GPU not published): on an A100 the defaults miss
+    its TTFT by ~80% (the client reaches it across the internet, through the provider's API
+    front end); fitted on half the requests, the other half's TTFT and end-to-end latency are
+    each within 10% per request, and the fit is physically plausible."""
+    deployment = catalog.build(model="llama-2-7b", gpu="a100-80gb-sxm", tp=1)
+    result = calibrate_requests(deployment, llmperf("fireworks_7b"), BUCKETS)
+    assert result.warnings == ()
+    ttft_before, ttft_after = result.held_out_error("ttft")
+    e2e_before, e2e_after = result.held_out_error("e2e")
+    assert ttft_before > 0.5 and ttft_after <= 0.10, (ttft_before, ttft_after)
+    assert e2e_after <= 0.10 and e2e_after < e2e_before, (e2e_before, e2e_after)
+    assert result.after.network.one_way_s > 5 * result.before.network.one_way_s
+
+
+def test_a_log_faster_than_the_deployment_can_be_is_flagged(catalog):
+    """Anyscale's Llama-2-70B answers 150 tokens in 2.3 s: more than bf16 weights on 4 x A100
+    can stream even at peak bandwidth, so whatever the fit does, the result says the log was
+    served by something else."""
+    deployment = catalog.build(model="llama-2-70b", gpu="a100-80gb-sxm", tp=4)
+    result = calibrate_requests(deployment, llmperf("anyscale_70b"), BUCKETS)
+    assert any(w.startswith("median observed e2e") and "faster than" in w for w in result.warnings), \
+        result.warnings
+
+
+def test_a_fit_that_needs_more_than_peak_is_flagged(catalog):
+    """Step times 0.3 x the measured ones: the fit can only push both efficiencies to 100% of
+    peak, and says so."""
+    base = catalog.deployment("splitwise-70b-h100-tp2")
+    steps = perf_model_steps(pl.read_csv(FIXTURES / "splitwise" / "perf_model_llama2_70b.csv"),
+                             "llama2-70b", "h100-80gb", 2)
+    result = calibrate_steps(base, steps.with_columns(pl.col("observed_s") * 0.3), BUCKETS)
+    assert set(result.at_bound()) >= {"compute_efficiency", "bandwidth_efficiency"}
+    assert sum("at its bound" in w for w in result.warnings) == len(result.at_bound())
+    assert calibrate_steps(base, steps, BUCKETS).warnings == ()
+
+
+def test_the_replay_beats_the_shape_median_baseline_under_load(catalog):
+    """At 1000x time compression the BurstGPT server is overloaded: a lookup of each shape's
+    median TTFT misses a held-out request by ~100%, the calibrated replay (which queues the
+    whole log) by under half of that."""
+    result = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), burstgpt(1000),
+                                BUCKETS, fit_metrics=("ttft",))
+    held = result.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == "held_out")
+                                & (pl.col("metric") == "ttft"))
+    baseline, after = held["error_baseline"][0], held["error_after"][0]
+    assert baseline > 0.8 and after < baseline / 2, (baseline, after)

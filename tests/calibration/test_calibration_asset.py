@@ -67,6 +67,9 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     metadata = result.asset_materializations_for_node("calibrated")
     by_key = {m.asset_key.to_user_string(): m.metadata for m in metadata}
     assert by_key["calibration"]["calibrated_traces"].value == 2
+    assert by_key["calibration"]["implausible_fits"].value == "none"
+    assert not params["at_bound"].any()
+    assert held["error_baseline"].is_not_null().all()
     assert "burstgpt-scale100 held-out ttft shape_error after" in by_key["calibration_errors"]
     assert "| held_out | ttft |" in by_key["calibration_errors"]["burstgpt-scale100 errors by shape"].value
 
@@ -77,6 +80,20 @@ def test_calibration_asset_without_observations_writes_empty_tables(tmp_path):
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         assert conn.sql("SELECT count(*) FROM calibration").fetchall()[0][0] == 0
         assert "shape_error_after" in conn.sql("FROM calibration_errors").pl().columns
+
+
+def test_a_deployment_that_cannot_have_served_the_log_is_named_in_the_metadata(tmp_path):
+    """The 1B model's log calibrated as if Llama-2-70B on two A100s had served it: the asset
+    still publishes its numbers, and the metadata says the fit is implausible and why."""
+    requests = _requests(True).filter(pl.col("trace") == "burstgpt-scale100")
+    result, _ = _materialize(tmp_path, requests, {"deployment": "splitwise-70b-a100-tp2",
+                                                  "fit_metrics": ["ttft"]})
+    assert result.success
+    by_key = {m.asset_key.to_user_string(): m.metadata
+              for m in result.asset_materializations_for_node("calibrated")}
+    implausible = by_key["calibration"]["implausible_fits"].value
+    assert "- burstgpt-scale100: median observed ttft" in implausible
+    assert "faster than splitwise-70b-a100-tp2" in implausible
 
 
 def test_unknown_deployment_fails_with_its_name(tmp_path):

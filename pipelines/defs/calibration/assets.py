@@ -20,12 +20,12 @@ from pipelines.roofline.calibration import (
 from pipelines.warehouse import read_table, run_sql, write_table
 
 PARAMETER_SCHEMA = {"trace": pl.String, "deployment": pl.String, "parameter": pl.String,
-                    "before": pl.Float64, "after": pl.Float64}
+                    "before": pl.Float64, "after": pl.Float64, "at_bound": pl.Boolean}
 ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,
                 "split": pl.String, "metric": pl.String, "observations": pl.Int64,
                 "median_observed_s": pl.Float64, "error_before": pl.Float64,
                 "error_after": pl.Float64, "shape_error_before": pl.Float64,
-                "shape_error_after": pl.Float64}
+                "shape_error_after": pl.Float64, "error_baseline": pl.Float64}
 
 
 class CalibrationConfig(dg.Config):
@@ -88,12 +88,16 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
             continue
         name = deployment.name
         labels = {"trace": pl.lit(trace), "deployment": pl.lit(name)}
+        bounded = result.at_bound()
         parameters.append(pl.DataFrame(
-            [(trace, name, p, float(b), float(a)) for p, (b, a) in result.parameters().items()],
+            [(trace, name, p, float(b), float(a), p in bounded)
+             for p, (b, a) in result.parameters().items()],
             schema=PARAMETER_SCHEMA, orient="row"))
         errors.append(result.errors.select(**labels, **{c: c for c in result.errors.columns}))
         summary[trace] = result
         context.log.info(f"{trace}: calibrated {name} on {frame.height} requests")
+        for warning in result.warnings:
+            context.log.warning(f"{trace}: {warning}")
     with duckdb.get_connection() as conn:
         write_table(conn, "calibration", pl.concat(parameters) if parameters
                     else pl.DataFrame(schema=PARAMETER_SCHEMA))
@@ -114,8 +118,10 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
     for trace, result in summary.items():
         for p, (before, after) in result.parameters().items():
             lines.append(f"| {trace} | {p} | {before:.4g} | {after:.4g} |")
+    warnings = [f"- {trace}: {w}" for trace, result in summary.items() for w in result.warnings]
     return {"calibrated_traces": dg.MetadataValue.int(len(summary)),
-            "parameters": dg.MetadataValue.md("\n".join(lines))}
+            "parameters": dg.MetadataValue.md("\n".join(lines)),
+            "implausible_fits": dg.MetadataValue.md("\n".join(warnings) or "none")}
 
 
 def _error_metadata(summary: dict) -> dict:
