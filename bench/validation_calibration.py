@@ -11,7 +11,14 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
   splitwise-70b-{a100,h100}-tp2; measured prefill and decode step times);
 - when ../shared/traces/ is there, the same BurstGPT vLLM logs ingested end to end by
   pipelines.formats.read_trace (format detected; out_len_per_token from the engine log, as in
-  tests/fixtures/README.md) instead of the hand-built fixture.
+  tests/fixtures/README.md) instead of the hand-built fixture;
+- the LLMPerf leaderboard's per-request files (every one in ../shared/traces/llmperf-leaderboard/
+  when it is there, else the two copies in tests/fixtures/public/): third-party endpoints serving
+  Llama-2 7B / 13B / 70B chat on GPUs they do not publish. Each log is calibrated on every
+  candidate deployment of its model (CANDIDATES); the candidates whose fit is implausible
+  (Calibration.warnings: the log is faster than the deployment can be, or a factor ends at its
+  bound) are ruled out, and among the rest the one with the lowest fit-half error is kept. The
+  held-out half never enters the choice.
 """
 
 from __future__ import annotations
@@ -34,7 +41,17 @@ from pipelines.roofline.calibration import (
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 SHARED_BURSTGPT = ROOT.parent / "shared" / "traces" / "burstgpt-vllm-replay-logs"
+SHARED_LLMPERF = ROOT.parent / "shared" / "traces" / "llmperf-leaderboard" / "individual"
 OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}  # out_len units per generated token (engine log)
+LLMPERF_CLIENTS = 5  # the leaderboard's --num-concurrent-requests (llmperf-leaderboard README)
+# model size in the LLMPerf file name -> (catalog model, [(gpu, tp, weight dtype), ...]): the
+# GPUs such endpoints ran on in 2023 (A100, H100, L40S) at the parallelism the model needs.
+CANDIDATES = {
+    "7b": ("llama-2-7b", [("a100-80gb-sxm", 1, "bf16"), ("h100-sxm", 1, "bf16"), ("l40s", 1, "bf16")]),
+    "13b": ("llama-2-13b", [("a100-80gb-sxm", 1, "bf16"), ("h100-sxm", 1, "bf16"), ("l40s", 1, "bf16")]),
+    "70b": ("llama-2-70b", [("a100-80gb-sxm", 4, "bf16"), ("a100-80gb-sxm", 8, "bf16"),
+                            ("h100-sxm", 4, "bf16"), ("h100-sxm", 8, "bf16"), ("h100-sxm", 4, "fp8")]),
+}
 
 
 def main(argv: list[str]) -> None:
@@ -73,6 +90,43 @@ def main(argv: list[str]) -> None:
                             pl.col("median_observed_s").round(4),
                             *[pl.col(c).round(3) for c in ("error_before", "error_after",
                                                            "shape_error_before", "shape_error_after")]))
+
+
+    llmperf(catalog, buckets)
+
+
+def fit_half_error(result) -> float:
+    """Mean over metrics of the fit half's median per-request error after fitting."""
+    rows = result.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == "fit"))
+    return float(rows["error_after"].mean())
+
+
+def llmperf(catalog, buckets: pl.DataFrame) -> None:
+    """Calibrate every LLMPerf log on each candidate deployment and keep the plausible best."""
+    files = sorted(SHARED_LLMPERF.glob("*.json")) if SHARED_LLMPERF.exists() else [
+        FIXTURES / "public" / "fireworks_7b.json", FIXTURES / "public" / "anyscale_70b.json"]
+    print(f"\n== LLMPerf leaderboard logs ({len(files)} files; {LLMPERF_CLIENTS} clients each)")
+    rows = []
+    for path in files:
+        requests = read_trace(path, concurrency=LLMPERF_CLIENTS).requests
+        model, candidates = CANDIDATES[path.stem.rsplit("_", 1)[1]]
+        start = time.perf_counter()
+        fits = [calibrate_requests(catalog.build(model=model, gpu=gpu, tp=tp, weights=dtype),
+                                   requests, buckets) for gpu, tp, dtype in candidates]
+        plausible = [f for f in fits if not f.warnings]
+        best = min(plausible or fits, key=fit_half_error)
+        held = best.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == "held_out"))
+        metric = {r["metric"]: r for r in held.iter_rows(named=True)}
+        rows.append({
+            "log": path.stem, "requests": requests.height,
+            "deployment": best.before.name if plausible else f"none plausible (closest {best.before.name})",
+            "plausible": f"{len(plausible)}/{len(fits)}",
+            **{f"{m} {c}": round(metric[m][f"error_{c}"], 3)
+               for m in ("ttft", "e2e") for c in ("before", "after", "baseline")},
+            "seconds": round(time.perf_counter() - start, 1),
+        })
+    with pl.Config(tbl_rows=100, tbl_cols=20, tbl_width_chars=260, fmt_str_lengths=60):
+        print(pl.DataFrame(rows))
 
 
 if __name__ == "__main__":
