@@ -89,7 +89,8 @@ def main(argv: list[str]) -> None:
         print(errors.select("split", "metric", "shape", "observations",
                             pl.col("median_observed_s").round(4),
                             *[pl.col(c).round(3) for c in ("error_before", "error_after",
-                                                           "shape_error_before", "shape_error_after")]))
+                                                           "shape_error_before", "shape_error_after",
+                                                           "error_baseline")]))
 
 
     llmperf(catalog, buckets)
@@ -121,12 +122,22 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
             "log": path.stem, "requests": requests.height,
             "deployment": best.before.name if plausible else f"none plausible (closest {best.before.name})",
             "plausible": f"{len(plausible)}/{len(fits)}",
+            "client_one_way_s": round(best.after.network.one_way_s, 3),
             **{f"{m} {c}": round(metric[m][f"error_{c}"], 3)
                for m in ("ttft", "e2e") for c in ("before", "after", "baseline")},
             "seconds": round(time.perf_counter() - start, 1),
         })
+    table = pl.DataFrame(rows)
     with pl.Config(tbl_rows=100, tbl_cols=20, tbl_width_chars=260, fmt_str_lengths=60):
-        print(pl.DataFrame(rows))
+        print(table)
+        kept = table.filter(~pl.col("deployment").str.starts_with("none plausible"))
+        print(f"{kept.height} of {table.height} logs have a plausible deployment; over them, held-out:")
+        print(kept.select(
+            *[pl.col(f"{m} {c}").median().alias(f"median {m} {c}")
+              for m in ("ttft", "e2e") for c in ("after", "baseline")],
+            *[(pl.col(f"{m} after") <= 0.10).sum().alias(f"{m} after <= 10%") for m in ("ttft", "e2e")],
+            client_one_way_s_min=pl.col("client_one_way_s").min(),
+            client_one_way_s_max=pl.col("client_one_way_s").max()))
 
 
 if __name__ == "__main__":

@@ -126,7 +126,8 @@ def test_llmperf_log_calibrates_within_ten_percent_on_the_held_out_half(catalog)
     """Fireworks' Llama-2-7B endpoint (Dec 2023; GPU not published): on an A100 the defaults miss
     its TTFT by ~80% (the client reaches it across the internet, through the provider's API
     front end); fitted on half the requests, the other half's TTFT and end-to-end latency are
-    each within 10% per request, and the fit is physically plausible."""
+    each within 10% per request, and the fit is physically plausible. (The log is one request
+    shape: per request the model only matches its own spread, the shape-median baseline.)"""
     deployment = catalog.build(model="llama-2-7b", gpu="a100-80gb-sxm", tp=1)
     result = calibrate_requests(deployment, llmperf("fireworks_7b"), BUCKETS)
     assert result.warnings == ()
@@ -169,3 +170,16 @@ def test_the_replay_beats_the_shape_median_baseline_under_load(catalog):
                                 & (pl.col("metric") == "ttft"))
     baseline, after = held["error_baseline"][0], held["error_after"][0]
     assert baseline > 0.8 and after < baseline / 2, (baseline, after)
+
+
+def test_a_shape_only_in_the_held_out_half_still_has_a_baseline(catalog):
+    """The baseline of a shape the fit half never saw falls back to its metric's fit-half median,
+    so the `all` rows' baseline covers the same observations as their errors."""
+    steps = perf_model_steps(pl.read_csv(FIXTURES / "splitwise" / "perf_model_llama2_70b.csv"),
+                             "llama2-70b", "h100-80gb", 2).head(40)
+    lone = steps.head(1).with_columns(batch=pl.lit(3, pl.Int64))
+    steps = pl.concat([steps.head(1), lone, steps.slice(1)])  # row 1: the held-out half
+    result = calibrate_steps(catalog.deployment("splitwise-70b-h100-tp2"), steps, BUCKETS)
+    lone_shape = result.errors.filter(pl.col("shape").str.starts_with("prefill batch 3 "))
+    assert lone_shape["split"].to_list() == ["held_out"]
+    assert result.errors["error_baseline"].null_count() == 0

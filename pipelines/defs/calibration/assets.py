@@ -113,7 +113,8 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
 def _fit_metadata(summary: dict, skipped: dict) -> dict:
     if not summary:
         why = "every observed trace was skipped" if skipped else "no request carries observed latencies"
-        return {"calibrated_traces": dg.MetadataValue.text(f"none: {why}")}
+        return {"calibrated_traces": dg.MetadataValue.text(f"none: {why}"),
+                "implausible_fits": dg.MetadataValue.md("none")}
     lines = ["| trace | parameter | before | after |", "|---|---|---:|---:|"]
     for trace, result in summary.items():
         for p, (before, after) in result.parameters().items():
