@@ -15,10 +15,9 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
 - the LLMPerf leaderboard's per-request files (every one in ../shared/traces/llmperf-leaderboard/
   when it is there, else the two copies in tests/fixtures/public/): third-party endpoints serving
   Llama-2 7B / 13B / 70B chat on GPUs they do not publish. Each log is calibrated on every
-  candidate deployment of its model (CANDIDATES); the candidates whose fit is implausible
-  (Calibration.warnings: the log is faster than the deployment can be, or a factor ends at its
-  bound) are ruled out, and among the rest the one with the lowest fit-half error is kept. The
-  held-out half never enters the choice.
+  candidate deployment of its model (CANDIDATES) by calibrate_candidates, which rules out the
+  implausible fits and keeps the plausible one with the lowest fit-half error; the held-out
+  half never enters the choice.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ from pipelines.formats import read_trace
 from pipelines.roofline import load_catalog
 from pipelines.roofline.calibration import (
     ALL_SHAPES,
+    calibrate_candidates,
     calibrate_requests,
     calibrate_steps,
     perf_model_steps,
@@ -96,12 +96,6 @@ def main(argv: list[str]) -> None:
     llmperf(catalog, buckets)
 
 
-def fit_half_error(result) -> float:
-    """Mean over metrics of the fit half's median per-request error after fitting."""
-    rows = result.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == "fit"))
-    return float(rows["error_after"].mean())
-
-
 def llmperf(catalog, buckets: pl.DataFrame) -> None:
     """Calibrate every LLMPerf log on each candidate deployment and keep the plausible best."""
     files = sorted(SHARED_LLMPERF.glob("*.json")) if SHARED_LLMPERF.exists() else [
@@ -112,16 +106,15 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
         requests = read_trace(path, concurrency=LLMPERF_CLIENTS).requests
         model, candidates = CANDIDATES[path.stem.rsplit("_", 1)[1]]
         start = time.perf_counter()
-        fits = [calibrate_requests(catalog.build(model=model, gpu=gpu, tp=tp, weights=dtype),
-                                   requests, buckets) for gpu, tp, dtype in candidates]
-        plausible = [f for f in fits if not f.warnings]
-        best = min(plausible or fits, key=fit_half_error)
+        choice = calibrate_candidates([catalog.build(model=model, gpu=gpu, tp=tp, weights=dtype)
+                                       for gpu, tp, dtype in candidates], requests, buckets)
+        best, plausible = choice.kept, int(choice.candidates["plausible"].sum())
         held = best.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == "held_out"))
         metric = {r["metric"]: r for r in held.iter_rows(named=True)}
         rows.append({
             "log": path.stem, "requests": requests.height,
             "deployment": best.before.name if plausible else f"none plausible (closest {best.before.name})",
-            "plausible": f"{len(plausible)}/{len(fits)}",
+            "plausible": f"{plausible}/{choice.candidates.height}",
             "client_one_way_s": round(best.after.network.one_way_s, 3),
             **{f"{m} {c}": round(metric[m][f"error_{c}"], 3)
                for m in ("ttft", "e2e") for c in ("before", "after", "baseline")},

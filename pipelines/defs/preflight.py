@@ -33,16 +33,27 @@ def _mapping(value, where: str, problems: list[str]) -> dict:
 
 
 def _calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]:
-    """The deployments named in the calibration config's `deployments` map (trace -> deployment);
-    also checks `fit_metrics` (pipelines/defs/calibration/assets.py, CalibrationConfig)."""
+    """The deployments named in the calibration config's `deployments` map (trace -> deployment)
+    and `candidates` map (trace -> list of deployments); also checks `fit_metrics`
+    (pipelines/defs/calibration/assets.py, CalibrationConfig)."""
     where = f"ops.{CALIBRATION_OP}.config"
     chosen = []
-    for trace, name in _mapping(cfg.get("deployments"), f"{where}.deployments", problems).items():
+    deployments = _mapping(cfg.get("deployments"), f"{where}.deployments", problems)
+    for trace, name in deployments.items():
         if isinstance(name, str):
             chosen.append((f"{CALIBRATION_OP}.deployments[{trace!r}]", name))
         else:
             problems.append(f"run config {where}.deployments[{trace!r}]: {name!r}, expected a "
                             f"deployment name")
+    for trace, names in _mapping(cfg.get("candidates"), f"{where}.candidates", problems).items():
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            problems.append(f"run config {where}.candidates[{trace!r}]: {names!r}, expected a "
+                            f"list of deployment names")
+            continue
+        if trace in deployments:
+            problems.append(f"run config {where}: trace {trace!r} has both a deployment and "
+                            f"candidates; expected one or the other")
+        chosen += [(f"{CALIBRATION_OP}.candidates[{trace!r}]", name) for name in names]
     if "fit_metrics" in cfg:
         metrics = cfg["fit_metrics"]
         if (not isinstance(metrics, list) or not metrics

@@ -37,11 +37,19 @@ served by other hardware than the deployment named for it still "calibrates". Tw
 (`Calibration.warnings`, judged on the fit half of the fitted metrics only, so that neither the
 held-out half nor a metric left out of the fit because its inputs are estimates decides them):
 the median observation of a metric is faster than the deployment can be with every fitted
-factor at its ideal (100% of peak compute and bandwidth, no step overhead,
-no client latency; the catalog's all-reduce latency and per-layer launch cost stay, being
-hardware), or a fitted efficiency ends at its bound (100% of peak, or 1%) or an overhead at
-1 s. Either means the deployment is not the one that served the log (GPU,
-tensor-parallel degree, dtype or model), whatever the errors say.
+factor at its ideal (100% of peak compute and bandwidth, no step overhead, no client latency;
+the catalog's all-reduce latency and per-layer launch cost stay, being hardware), or a fitted
+efficiency ends at its bound (100% of peak, or 1%) or an overhead at 1 s. Either means the
+deployment is not the one that served the log (GPU, tensor-parallel degree, dtype or model),
+whatever the errors say.
+
+Candidates: a log from a hosted API names its model but not the hardware behind it.
+`calibrate_candidates` calibrates the log on each candidate deployment, rules out the
+implausible ones and keeps the plausible one with the lowest fit-half error (the mean over the
+fitted metrics of the fit half's median per-request error): the held-out half never takes part
+in the choice, so its errors stay an honest test of the kept candidate. The one kept is the
+cheapest explanation the physics allows among those offered, not a finding of what the provider
+ran.
 """
 
 from __future__ import annotations
@@ -53,7 +61,7 @@ import numpy as np
 import polars as pl
 from scipy.optimize import least_squares
 
-from pipelines.replay import replay_fleet
+from pipelines.replay import ReplayError, replay_fleet
 from pipelines.replay.api import MOONCAKE_HASH_TOKENS
 from pipelines.roofline import step
 from pipelines.roofline.deployment import Deployment
@@ -95,6 +103,7 @@ class Calibration:
     cost_before: float
     cost_after: float
     warnings: tuple[str, ...] = ()  # why the deployment may not be the one that served the log
+    fit_metrics: tuple[str, ...] = ()  # the metrics the fit used
 
     def at_bound(self) -> list[str]:
         """The fitted parameters that ended at a bound that means implausible (module docstring)."""
@@ -333,7 +342,8 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
     )
     # judged on what the fit saw: the fit half of the fitted metrics (not estimated ones)
     metrics = obs["metric"].to_numpy()[fit_mask]
-    return replace(result, warnings=_plausibility(result, metrics, observed[fit_mask], ideal[fit_mask]))
+    return replace(result, fit_metrics=tuple(fit_metrics),
+                   warnings=_plausibility(result, metrics, observed[fit_mask], ideal[fit_mask]))
 
 
 def _ideal(d: Deployment) -> Deployment:
@@ -370,6 +380,51 @@ def _plausibility(result: Calibration, metrics: np.ndarray, observed: np.ndarray
         warnings.append(f"{name} was fitted to {parameter(result.after, name):.4g}, at its bound: "
                         f"{served_by} cannot explain the log without it")
     return tuple(warnings)
+
+
+CANDIDATE_SCHEMA = {"deployment": pl.String, "plausible": pl.Boolean, "fit_error": pl.Float64,
+                    "kept": pl.Boolean, "why_not": pl.String}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The candidate kept for a log, and how every candidate did (CANDIDATE_SCHEMA)."""
+    kept: Calibration
+    candidates: pl.DataFrame
+
+
+def fit_half_error(result: Calibration) -> float:
+    """Mean over the fitted metrics of the fit half's median per-request error after fitting."""
+    rows = result.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == FIT)
+                                & pl.col("metric").is_in(list(result.fit_metrics)))
+    return float(rows["error_after"].mean())
+
+
+def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, buckets: pl.DataFrame,
+                         fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
+                         router: str = "least_outstanding",
+                         hash_tokens: int = MOONCAKE_HASH_TOKENS) -> Choice:
+    """Calibrate the log on every candidate and keep the plausible one that fits its fit half
+    best (module docstring); with no plausible candidate, the best of the rest is kept and its
+    warnings say why. A candidate that cannot be calibrated on the log (too few observations, a
+    request it cannot serve) is listed with the reason; if none can, CalibrationError says why
+    for each. With one candidate this is calibrate_requests."""
+    if not candidates:
+        raise CalibrationError("no candidate deployment to calibrate")
+    results, rows = [], []
+    for d in candidates:
+        try:
+            results.append(calibrate_requests(d, requests, buckets, fit_metrics, router=router,
+                                              hash_tokens=hash_tokens))
+        except (CalibrationError, ReplayError) as exc:
+            rows.append({"deployment": d.name, "plausible": False, "fit_error": None,
+                         "kept": False, "why_not": str(exc)})
+    if not results:
+        raise CalibrationError("; ".join(f"{r['deployment']}: {r['why_not']}" for r in rows))
+    kept = min([r for r in results if not r.warnings] or results, key=fit_half_error)
+    rows = [{"deployment": r.before.name, "plausible": not r.warnings, "fit_error": fit_half_error(r),
+             "kept": r is kept, "why_not": "; ".join(r.warnings) or None} for r in results] + rows
+    return Choice(kept=kept, candidates=pl.DataFrame(rows, schema=CANDIDATE_SCHEMA))
 
 
 def perf_model_steps(perf_model: pl.DataFrame, model: str, hardware: str, tp: int) -> pl.DataFrame:

@@ -11,8 +11,10 @@ from pipelines.roofline import load_catalog
 from pipelines.roofline.calibration import (
     ALL_SHAPES,
     CalibrationError,
+    calibrate_candidates,
     calibrate_requests,
     calibrate_steps,
+    fit_half_error,
     format_table,
     perf_model_steps,
     predict_steps,
@@ -183,3 +185,37 @@ def test_a_shape_only_in_the_held_out_half_still_has_a_baseline(catalog):
     lone_shape = result.errors.filter(pl.col("shape").str.starts_with("prefill batch 3 "))
     assert lone_shape["split"].to_list() == ["held_out"]
     assert result.errors["error_baseline"].null_count() == 0
+
+
+def test_candidates_keep_the_plausible_one_that_fits_best(catalog):
+    """Anyscale's Llama-2-70B offered on 4 x A100 bf16 (too slow to have served it) and on
+    4 x H100 fp8: the A100 is ruled out with its reason, the H100 kept."""
+    offered = [catalog.build(model="llama-2-70b", gpu="a100-80gb-sxm", tp=4),
+               catalog.build(model="llama-2-70b", gpu="h100-sxm", tp=4, weights="fp8")]
+    choice = calibrate_candidates(offered, llmperf("anyscale_70b"), BUCKETS)
+    assert choice.kept.before.name == offered[1].name and choice.kept.warnings == ()
+    rows = {r["deployment"]: r for r in choice.candidates.iter_rows(named=True)}
+    assert not rows[offered[0].name]["plausible"] and not rows[offered[0].name]["kept"]
+    assert "faster than" in rows[offered[0].name]["why_not"]
+    assert rows[offered[1].name]["kept"] and rows[offered[1].name]["why_not"] is None
+    assert rows[offered[1].name]["fit_error"] == pytest.approx(fit_half_error(choice.kept))
+
+
+def test_the_held_out_half_takes_no_part_in_the_choice(catalog):
+    """Tripling every held-out latency (alternate requests in arrival order) changes neither
+    the candidate kept nor its fitted factors, only its held-out errors."""
+    offered = [catalog.build(model="llama-2-7b", gpu="a100-80gb-sxm"),
+               catalog.build(model="llama-2-7b", gpu="h100-sxm")]
+    log = llmperf("fireworks_7b").sort("arrival_s", maintain_order=True)
+    held_out = pl.int_range(pl.len()) % 2 == 1
+    slowed = log.with_columns(pl.when(held_out).then(pl.col(c) * 3).otherwise(pl.col(c)).alias(c)
+                              for c in ("observed_ttft_s", "observed_e2e_s"))
+    plain, tripled = (calibrate_candidates(offered, frame, BUCKETS) for frame in (log, slowed))
+    assert plain.kept.before.name == tripled.kept.before.name
+    assert plain.kept.parameters() == tripled.kept.parameters()
+    assert tripled.kept.held_out_error("e2e")[1] > 0.5 > plain.kept.held_out_error("e2e")[1]
+
+
+def test_no_candidate_is_refused(catalog):
+    with pytest.raises(CalibrationError, match="no candidate"):
+        calibrate_candidates([], llmperf("fireworks_7b"), BUCKETS)

@@ -15,7 +15,7 @@ from dagster_duckdb import DuckDBResource
 from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.calibration.assets import calibrated
 from pipelines.defs.ingest.assets import ingested_traces
-from pipelines.roofline.calibration import calibrate_requests
+from pipelines.roofline.calibration import calibrate_candidates
 from pipelines.warehouse import write_table
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "observed"
@@ -96,6 +96,31 @@ def test_a_deployment_that_cannot_have_served_the_log_is_named_in_the_metadata(t
     assert "faster than splitwise-70b-a100-tp2" in implausible
 
 
+def test_candidates_keep_the_deployment_that_served_the_log(tmp_path):
+    """Offered the 70B on two A100s and the 1B card that really served it, the asset keeps the
+    1B card's fit and lists both candidates with the reason the other was ruled out."""
+    requests = _requests(True).filter(pl.col("trace") == "burstgpt-scale100")
+    config = {"candidates": {"burstgpt-scale100": ["splitwise-70b-a100-tp2", DEPLOYMENT]},
+              "fit_metrics": ["ttft"]}
+    result, warehouse = _materialize(tmp_path, requests, config)
+    assert result.success
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert conn.sql("SELECT DISTINCT deployment FROM calibration").fetchall() == [(DEPLOYMENT,)]
+    by_key = {m.asset_key.to_user_string(): m.metadata
+              for m in result.asset_materializations_for_node("calibrated")}
+    table = by_key["calibration"]["burstgpt-scale100 candidates"].value
+    assert f"| {DEPLOYMENT} | yes |" in table and "| kept |" in table
+    assert "| splitwise-70b-a100-tp2 | no |" in table and "faster than" in table
+    assert by_key["calibration"]["implausible_fits"].value == "none"
+
+
+def test_a_trace_with_a_deployment_and_candidates_fails(tmp_path):
+    config = {"deployments": {"burstgpt-scale100": DEPLOYMENT},
+              "candidates": {"burstgpt-scale100": [DEPLOYMENT]}}
+    with pytest.raises(dg.Failure, match="both a deployment and candidates"):
+        _materialize(tmp_path, _requests(True), config)
+
+
 def test_unknown_deployment_fails_with_its_name(tmp_path):
     with pytest.raises(dg.Failure, match="no-such-fleet"):
         _materialize(tmp_path, _requests(True), {"deployment": "no-such-fleet"})
@@ -136,11 +161,11 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
 
     seen = {}
 
-    def recording(deployment, requests, *args, **kwargs):
+    def recording(candidates, requests, *args, **kwargs):
         seen[requests["trace"][0]] = (requests, kwargs)
-        return calibrate_requests(deployment, requests, *args, **kwargs)
+        return calibrate_candidates(candidates, requests, *args, **kwargs)
 
-    monkeypatch.setattr(calibration_assets, "calibrate_requests", recording)
+    monkeypatch.setattr(calibration_assets, "calibrate_candidates", recording)
     config = {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"], "router": "round_robin"}
     result = dg.materialize([calibrated], resources=resources,
                             run_config={"ops": {"calibrated": {"config": config}}})

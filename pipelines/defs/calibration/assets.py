@@ -7,14 +7,13 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT
-from pipelines.replay import ReplayError
 from pipelines.replay.api import MOONCAKE_HASH_TOKENS
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
     REQUEST_METRICS,
     CalibrationError,
-    calibrate_requests,
+    calibrate_candidates,
     format_table,
 )
 from pipelines.warehouse import read_table, run_sql, write_table
@@ -32,6 +31,9 @@ class CalibrationConfig(dg.Config):
     deployment: str = DEFAULT_DEPLOYMENT
     # trace -> the deployment (deployments.csv) that served it; others use `deployment`
     deployments: dict[str, str] = {}
+    # trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's): each
+    # is calibrated and the plausible one that fits the fit half best is kept
+    candidates: dict[str, list[str]] = {}
     # the observed metrics the fit uses (ttft, e2e); all observed ones are reported
     fit_metrics: list[str] = list(REQUEST_METRICS)
     # the replay's router (ReplayConfig.router): the fit replays the log as the reports do
@@ -61,6 +63,10 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     if unknown or not config.fit_metrics:
         raise dg.Failure(f"calibration config: fit_metrics={config.fit_metrics}, "
                          f"expected some of {list(REQUEST_METRICS)}")
+    both = sorted(set(config.deployments) & set(config.candidates))
+    if both:
+        raise dg.Failure(f"calibration config: trace(s) {both} have both a deployment and "
+                         f"candidates; expected one or the other")
     catalog = load_catalog(settings.reference_dir())
     with duckdb.get_connection() as conn:
         run_sql(conn, "calibration_requests")
@@ -69,24 +75,27 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
     deployments = {}
     for (trace,) in traces:
-        name = config.deployments.get(trace, config.deployment)
+        names = config.candidates.get(trace) or [config.deployments.get(trace, config.deployment)]
         try:
-            deployments[trace] = catalog.deployment(name)
+            deployments[trace] = [catalog.deployment(name) for name in names]
         except CatalogError as exc:
             raise dg.Failure(f"calibration config: trace {trace}: {exc}") from None
-    parameters, errors, summary, skipped = [], [], {}, {}
+    parameters, errors, summary, skipped, choices = [], [], {}, {}, {}
     for (trace,), frame in traces.items():
-        deployment = deployments[trace]
+        offered = deployments[trace]
         hash_tokens = frame["prefix_block_tokens"][0] or MOONCAKE_HASH_TOKENS
         try:
-            result = calibrate_requests(deployment, frame.drop("prefix_block_tokens"), buckets,
-                                        tuple(config.fit_metrics), router=config.router,
-                                        hash_tokens=hash_tokens)
-        except (CalibrationError, ReplayError) as exc:
-            skipped[trace] = f"not calibrated on {deployment.name}: {exc}"
+            choice = calibrate_candidates(offered, frame.drop("prefix_block_tokens"), buckets,
+                                          tuple(config.fit_metrics), router=config.router,
+                                          hash_tokens=hash_tokens)
+        except CalibrationError as exc:
+            skipped[trace] = f"not calibrated: {exc}"
             context.log.warning(f"{trace}: {skipped[trace]}")
             continue
-        name = deployment.name
+        if trace in config.candidates:
+            choices[trace] = choice
+        result = choice.kept
+        name = result.before.name
         labels = {"trace": pl.lit(trace), "deployment": pl.lit(name)}
         bounded = result.at_bound()
         parameters.append(pl.DataFrame(
@@ -105,6 +114,8 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
                     else pl.DataFrame(schema=ERROR_SCHEMA))
         yield dg.MaterializeResult(asset_key="calibration", metadata={
             **table_metadata(conn, "calibration"), **_fit_metadata(summary, skipped),
+            **{f"{trace} candidates": dg.MetadataValue.md(_candidates_table(choice))
+               for trace, choice in choices.items()},
             "skipped_traces": dg.MetadataValue.json(skipped)})
         yield dg.MaterializeResult(asset_key="calibration_errors", metadata={
             **table_metadata(conn, "calibration_errors"), **_error_metadata(summary)})
@@ -123,6 +134,15 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
     return {"calibrated_traces": dg.MetadataValue.int(len(summary)),
             "parameters": dg.MetadataValue.md("\n".join(lines)),
             "implausible_fits": dg.MetadataValue.md("\n".join(warnings) or "none")}
+
+
+def _candidates_table(choice) -> str:
+    lines = ["| deployment | plausible | fit-half error | kept | why not |", "|---|---|---:|---|---|"]
+    for r in choice.candidates.iter_rows(named=True):
+        error = "n/a" if r["fit_error"] is None else f"{100 * r['fit_error']:.1f}%"
+        lines.append(f"| {r['deployment']} | {'yes' if r['plausible'] else 'no'} | {error} | "
+                     f"{'kept' if r['kept'] else ''} | {r['why_not'] or ''} |")
+    return "\n".join(lines)
 
 
 def _error_metadata(summary: dict) -> dict:
