@@ -102,12 +102,12 @@ class Calibration:
     errors: pl.DataFrame  # shape, split, metric, observations, median_observed_s, (shape_)error_before/after, error_baseline
     cost_before: float
     cost_after: float
-    warnings: tuple[str, ...] = ()  # why the deployment may not be the one that served the log
-    fit_metrics: tuple[str, ...] = ()  # the metrics the fit used
+    fit_metrics: tuple[str, ...]  # the metrics the fit used
+    warnings: tuple[str, ...]  # why the deployment may not be the one that served the log
 
     def at_bound(self) -> list[str]:
         """The fitted parameters that ended at a bound that means implausible (module docstring)."""
-        return [p for p in PARAMETERS if _at_implausible_bound(p, parameter(self.after, p))]
+        return _at_bound(self.after)
 
     def parameters(self) -> dict[str, tuple[float, float]]:
         """{parameter: (before, after)}."""
@@ -336,14 +336,14 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
     ideal = predict(_ideal(d))
     if not all(np.isfinite(x).all() for x in (before, after, ideal)):
         raise CalibrationError("the replay left some observed request without a prediction")
-    result = Calibration(
-        before=d, after=after_deployment, errors=_error_table(obs, before, after),
-        cost_before=_cost(before, observed), cost_after=_cost(after, observed),
-    )
     # judged on what the fit saw: the fit half of the fitted metrics (not estimated ones)
     metrics = obs["metric"].to_numpy()[fit_mask]
-    return replace(result, fit_metrics=tuple(fit_metrics),
-                   warnings=_plausibility(result, metrics, observed[fit_mask], ideal[fit_mask]))
+    return Calibration(
+        before=d, after=after_deployment, errors=_error_table(obs, before, after),
+        cost_before=_cost(before, observed), cost_after=_cost(after, observed),
+        fit_metrics=tuple(fit_metrics),
+        warnings=_plausibility(d, after_deployment, metrics, observed[fit_mask], ideal[fit_mask]),
+    )
 
 
 def _ideal(d: Deployment) -> Deployment:
@@ -353,18 +353,21 @@ def _ideal(d: Deployment) -> Deployment:
                                for p in PARAMETERS})
 
 
-def _at_implausible_bound(name: str, value: float) -> bool:
-    """An efficiency at 100% of peak or at 1%, or an overhead at its 1 s ceiling (a small
-    overhead at its floor is plausible: the engine simply has none to speak of)."""
-    low, high = BOUNDS[name]
-    at_high = value * AT_BOUND >= high
-    return at_high or (name.endswith("_efficiency") and value <= low * AT_BOUND)
+def _at_bound(fitted: Deployment) -> list[str]:
+    """The fitted parameters at a bound that means implausible: an efficiency at 100% of peak
+    or at 1%, or an overhead at its 1 s ceiling (a small overhead at its floor is plausible: the
+    engine simply has none to speak of)."""
+    bounded = []
+    for name in PARAMETERS:
+        value, (low, high) = parameter(fitted, name), BOUNDS[name]
+        if value * AT_BOUND >= high or (name not in OVERHEADS and value <= low * AT_BOUND):
+            bounded.append(name)
+    return bounded
 
 
-def _plausibility(result: Calibration, metrics: np.ndarray, observed: np.ndarray,
+def _plausibility(d: Deployment, fitted: Deployment, metrics: np.ndarray, observed: np.ndarray,
                   ideal: np.ndarray) -> tuple[str, ...]:
     """The warnings of the module docstring's plausibility checks, one sentence each."""
-    d = result.before
     served_by = f"{d.name} ({d.model.model} on {d.tp} x {d.gpu.gpu}, {d.weight_dtype} weights)"
     warnings = []
     for metric in dict.fromkeys(metrics):
@@ -376,8 +379,8 @@ def _plausibility(result: Calibration, metrics: np.ndarray, observed: np.ndarray
                 f"can be ({ideal_median:.4g} s at 100% of peak compute and bandwidth, no step "
                 f"overhead, no client latency): the log was served by other hardware, "
                 f"parallelism, precision or model")
-    for name in result.at_bound():
-        warnings.append(f"{name} was fitted to {parameter(result.after, name):.4g}, at its bound: "
+    for name in _at_bound(fitted):
+        warnings.append(f"{name} was fitted to {parameter(fitted, name):.4g}, at its bound: "
                         f"{served_by} cannot explain the log without it")
     return tuple(warnings)
 
