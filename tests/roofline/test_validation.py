@@ -41,12 +41,22 @@ def test_rows_beyond_35_percent_are_the_documented_ones(validated):
     assert keys <= {
         ("vllm-2023", "a100-80gb-sxm", 8, "ttft_s", 8192, 128),
         ("vllm-2023", "h100-sxm", 8, "ttft_s", 8192, 128),
-        ("vllm", "mi300x", 8, "tpot_s", 128, 128),
-        ("vllm", "mi300x", 8, "max_throughput_tok_s", 128, 128),
-        ("vllm", "mi300x", 8, "max_throughput_tok_s", 128, 2048),
     }, worst
-    mi300x_tpot = worst.filter((pl.col("gpu") == "mi300x") & (pl.col("metric") == "tpot_s"))
-    assert set(mi300x_tpot["batch"]) <= {256}, mi300x_tpot
+
+
+def test_mi300x_large_batches_with_the_derived_compute_efficiency(validated):
+    """Llama-3.1-405B on 8 x MI300X at batch 64-256 and at max load: within 30% with the cdna3
+    compute efficiency derived like its bandwidth one (0.45 reported x 0.55 / 0.93, the NVIDIA
+    ratio of serving to reported = 0.27). With the reported 0.45 taken as a serving figure they
+    were -22..-41% (TPOT) and +56 / +63% (throughput)."""
+    rows = validated.filter((pl.col("gpu") == "mi300x")
+                            & ((pl.col("batch") >= 64) | pl.col("batch").is_null()))
+    assert rows.height == 5
+    assert rows["error"].abs().max() < 0.30, rows
+    catalog = load_catalog()
+    hopper = catalog.build(model="llama-3.1-405b", gpu="h200-sxm", tp=8, weights="fp8").efficiency
+    cdna3 = catalog.build(model="llama-3.1-405b", gpu="mi300x", tp=8, weights="fp8").efficiency
+    assert cdna3.compute_efficiency == pytest.approx(round(0.45 * hopper.compute_efficiency / 0.93, 2))
 
 
 def test_mi300x_small_batch_decode_is_all_reduce_bound_as_on_h100(validated):
