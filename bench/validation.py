@@ -1,9 +1,10 @@
 """Print the roofline's error against published measurements (default factors, nothing fitted).
 
-    .venv/bin/python bench/validation.py [--rows]
+    .venv/bin/python bench/validation.py [--rows] [--sources]
 
 Reads bench/validation/published_measurements.csv (one row per measurement, with its source URL)
-and prints the median and worst absolute error per metric; --rows also prints every row.
+and prints the median and worst absolute error per metric; --rows also prints every row,
+--sources the same summary per source and metric.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def main(argv: list[str]) -> None:
         print(validated.select("source", "model", "gpu", "tp", "weight_dtype", "metric",
                                "prompt_tokens", "output_tokens", "batch", "measured",
                                pl.col("predicted").round(5), pl.col("error").round(3)))
+    if "--sources" in argv:
+        print(summary(validated, by=("source", "metric")))
     print(f"{validated.height} rows from {validated['source'].n_unique()} sources")
     print(summary(validated))
 

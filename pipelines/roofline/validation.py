@@ -117,11 +117,12 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def summary(validated: pl.DataFrame) -> pl.DataFrame:
-    """Per metric: rows, median and worst absolute error."""
+def summary(validated: pl.DataFrame, by: tuple[str, ...] = ("metric",)) -> pl.DataFrame:
+    """Per metric (or per any grouping columns, e.g. source and metric): rows, median and worst
+    absolute error."""
     return (
-        validated.group_by("metric")
+        validated.group_by(*by)
         .agg(rows=pl.len(), median_abs_error=pl.col("error").abs().median(),
              worst_abs_error=pl.col("error").abs().max())
-        .sort("metric")
+        .sort(*by)
     )

@@ -33,6 +33,14 @@ def test_median_error_per_metric_within_ten_percent(validated):
     assert table.filter(pl.col("median_abs_error") > 0.10).height == 0, table
 
 
+def test_summary_per_source_partitions_the_table(validated):
+    """The per-source summary covers every row once, and its worst errors are the table's."""
+    per_source = summary(validated, by=("source", "metric"))
+    assert per_source["rows"].sum() == validated.height
+    assert per_source.height == validated.select("source", "metric").n_unique()
+    assert per_source["worst_abs_error"].max() == validated["error"].abs().max()
+
+
 def test_rows_beyond_35_percent_are_the_documented_ones(validated):
     """docs/physics.md lists the rows the physics does not reach; a new one is a regression."""
     worst = validated.filter(pl.col("error").abs() > 0.35)
