@@ -20,6 +20,14 @@ def validated():
     return validate(load_catalog(), pl.read_csv(TABLE))
 
 
+@pytest.fixture(scope="module")
+def hopper_and_cdna3():
+    """The default efficiency factors of Llama-3.1-405B FP8 on 8 x H200 and on 8 x MI300X."""
+    catalog = load_catalog()
+    return tuple(catalog.build(model="llama-3.1-405b", gpu=gpu, tp=8, weights="fp8").efficiency
+                 for gpu in ("h200-sxm", "mi300x"))
+
+
 def test_table_is_sourced_and_broad(validated):
     assert validated.height >= 40
     assert validated["source"].n_unique() >= 4
@@ -52,7 +60,7 @@ def test_rows_beyond_35_percent_are_the_documented_ones(validated):
     }, worst
 
 
-def test_mi300x_large_batches_with_the_derived_compute_efficiency(validated):
+def test_mi300x_large_batches_with_the_derived_compute_efficiency(validated, hopper_and_cdna3):
     """Llama-3.1-405B on 8 x MI300X at batch 64-256 and at max load: within 30% with the cdna3
     compute efficiency derived like its bandwidth one (0.45 reported x 0.55 / 0.93, the NVIDIA
     ratio of serving to reported = 0.27). With the reported 0.45 taken as a serving figure they
@@ -61,23 +69,19 @@ def test_mi300x_large_batches_with_the_derived_compute_efficiency(validated):
                             & ((pl.col("batch") >= 64) | pl.col("batch").is_null()))
     assert rows.height == 5
     assert rows["error"].abs().max() < 0.30, rows
-    catalog = load_catalog()
-    hopper = catalog.build(model="llama-3.1-405b", gpu="h200-sxm", tp=8, weights="fp8").efficiency
-    cdna3 = catalog.build(model="llama-3.1-405b", gpu="mi300x", tp=8, weights="fp8").efficiency
+    hopper, cdna3 = hopper_and_cdna3
     assert cdna3.compute_efficiency == pytest.approx(round(0.45 * hopper.compute_efficiency / 0.93, 2))
 
 
-def test_mi300x_small_batch_decode_is_all_reduce_bound_as_on_h100(validated):
+def test_mi300x_small_batch_decode_is_all_reduce_bound_as_on_h100(validated, hopper_and_cdna3):
     """Llama-3.1-405B on 8 x MI300X at batch 1-32: within 15% with the all-reduce floor the
     kernel measurements support (hopper's). With the old 30 us estimate per ring hop the batch-1
     step carried 53 ms of all-reduce latency and was predicted 2.5 x too slow."""
     rows = validated.filter((pl.col("gpu") == "mi300x") & (pl.col("batch") <= 32))
     assert rows.height == 6
     assert rows["error"].abs().max() < 0.15, rows
-    catalog = load_catalog()
-    hopper = catalog.build(model="llama-3.1-405b", gpu="h200-sxm", tp=8, weights="fp8").efficiency
-    mi300x = catalog.build(model="llama-3.1-405b", gpu="mi300x", tp=8, weights="fp8").efficiency
-    assert mi300x.allreduce_latency_s == hopper.allreduce_latency_s
+    hopper, cdna3 = hopper_and_cdna3
+    assert cdna3.allreduce_latency_s == hopper.allreduce_latency_s
 
 
 def test_pcie_tensor_parallel_rows_within_a_quarter(validated):
