@@ -9,6 +9,9 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
   estimates, so its end-to-end latencies are reported, not fitted);
 - SplitwiseSim perf_model.csv, Llama-2-70B on 2 x A100 and 2 x H100 (deployments
   splitwise-70b-{a100,h100}-tp2; measured prefill and decode step times);
+- the AIBrix benchmark-client log (deepseek-coder-6.7b-instruct on one A10 under vLLM 0.6.2;
+  deployment aibrix-deepseek-coder-a10), fitted on TTFT and e2e; and the same log offered to
+  calibrate_candidates on five GPUs (AIBRIX_CANDIDATES), to show which one the physics keeps;
 - when ../shared/traces/ is there, the same BurstGPT vLLM logs ingested end to end by
   pipelines.formats.read_trace (format detected; out_len_per_token from the engine log, as in
   tests/fixtures/README.md) instead of the hand-built fixture;
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import polars as pl
@@ -43,6 +47,7 @@ FIXTURES = ROOT / "tests" / "fixtures"
 SHARED_BURSTGPT = ROOT.parent / "shared" / "traces" / "burstgpt-vllm-replay-logs"
 SHARED_LLMPERF = ROOT.parent / "shared" / "traces" / "llmperf-leaderboard" / "individual"
 OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}  # out_len units per generated token (engine log)
+AIBRIX_CANDIDATES = ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm")  # one GPU each, bf16
 LLMPERF_CLIENTS = 5  # the leaderboard's --num-concurrent-requests (llmperf-leaderboard README)
 # model size in the LLMPerf file name -> (catalog model, [(gpu, tp, weight dtype), ...]): the
 # GPUs such endpoints ran on in 2023 (A100, H100, L40S) at the parallelism the model needs.
@@ -72,6 +77,9 @@ def main(argv: list[str]) -> None:
                              fit_metrics=("ttft",))))
         else:
             print(f"{log} absent: the read_trace runs are skipped")
+    aibrix = read_trace(FIXTURES / "public" / "aibrix_output.jsonl").requests
+    runs.append(("aibrix (aibrix-deepseek-coder-a10)", lambda: calibrate_requests(
+        catalog.deployment("aibrix-deepseek-coder-a10"), aibrix, buckets)))
     perf_model = pl.read_csv(FIXTURES / "splitwise" / "perf_model_llama2_70b.csv")
     for hardware, name in (("a100-80gb", "splitwise-70b-a100-tp2"), ("h100-80gb", "splitwise-70b-h100-tp2")):
         steps = perf_model_steps(perf_model, "llama2-70b", hardware, 2)
@@ -91,7 +99,29 @@ def main(argv: list[str]) -> None:
                             *[pl.col(c).round(3) for c in ("error_before", "error_after",
                                                            "shape_error_before", "shape_error_after",
                                                            "error_baseline")]))
+    aibrix_candidates(catalog, aibrix, buckets)
     llmperf(catalog, buckets)
+
+
+def aibrix_candidates(catalog, requests: pl.DataFrame, buckets: pl.DataFrame) -> None:
+    """The AIBrix log names no GPU: calibrate it on every single-GPU candidate and print, per
+    GPU, the held-out error with the catalog's default factors, the fitted factors and the
+    held-out error after; then the candidate calibrate_candidates keeps (fit half only)."""
+    served = catalog.deployment("aibrix-deepseek-coder-a10")
+    offered = [catalog.build(model=served.model.model, gpu=gpu, network=served.network,
+                             **asdict(served.scheduler)) for gpu in AIBRIX_CANDIDATES]
+    rows = []
+    for d in offered:
+        result = calibrate_requests(d, requests, buckets)
+        rows.append({"deployment": d.name, "plausible": not result.warnings,
+                     **{f"{m} {c}": round(v, 3) for m in ("ttft", "e2e")
+                        for c, v in zip(("default", "fitted"), result.held_out_error(m), strict=True)},
+                     **{p: round(after, 4) for p, (_, after) in result.parameters().items()}})
+    print(f"\n== aibrix on {len(offered)} candidate GPUs (held-out median per-request error)")
+    with pl.Config(tbl_cols=20, tbl_width_chars=220, fmt_str_lengths=60):
+        print(pl.DataFrame(rows))
+    kept = calibrate_candidates(offered, requests, buckets).kept
+    print(f"calibrate_candidates keeps {kept.before.name}")
 
 
 def llmperf(catalog, buckets: pl.DataFrame) -> None:

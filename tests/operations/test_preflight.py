@@ -63,7 +63,8 @@ def test_unknown_deployment_in_run_config_is_named_with_the_choices(tmp_path):
     result, started, message = _run(tmp_path / "wh" / "fleetspend.duckdb", config)
     assert started == []
     assert f"replayed_fleet.deployment={name!r}: no such deployment" in message
-    assert "deployments.csv has azure-2023-70b-h100, " in message and "seed-example" in message
+    assert "deployments.csv has aibrix-deepseek-coder-a10, azure-2023-70b-h100, " in message
+    assert "seed-example" in message
 
 
 @pytest.mark.parametrize("where", ["under_a_file", "read_only_file_system"])
