@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import polars as pl
@@ -187,7 +188,7 @@ def test_a_shape_only_in_the_held_out_half_still_has_a_baseline(catalog):
     assert result.errors["error_baseline"].null_count() == 0
 
 
-def test_candidates_keep_the_plausible_one_that_fits_best(catalog):
+def test_candidates_rule_out_the_implausible_and_keep_a_plausible_one(catalog):
     """Anyscale's Llama-2-70B offered on 4 x A100 bf16 (too slow to have served it) and on
     4 x H100 fp8: the A100 is ruled out with its reason, the H100 kept."""
     offered = [catalog.build(model="llama-2-70b", gpu="a100-80gb-sxm", tp=4),
@@ -228,16 +229,21 @@ def aibrix() -> pl.DataFrame:
     return read_trace(FIXTURES / "public" / "aibrix_output.jsonl").requests
 
 
+def on_gpus(catalog, gpus: tuple[str, ...]) -> list:
+    """The AIBrix deployment (model, scheduler, client path) moved to each of `gpus`."""
+    served = catalog.deployment("aibrix-deepseek-coder-a10")
+    return [catalog.build(model=served.model.model, gpu=gpu, network=served.network,
+                          **asdict(served.scheduler)) for gpu in gpus]
+
+
 def test_default_factors_single_out_the_gpu_that_served_the_aibrix_log(catalog):
     """The log names no GPU; AIBrix deployed this model on A10s. With the catalog's default
     factors the A10 predicts the held-out half's end-to-end latency within 10% per request,
     and every other single GPU of the catalog misses it by more than a third (the L4 is too
     slow, the others too fast): decode at ~37 ms per token is the A10's bandwidth."""
-    served = catalog.deployment("aibrix-deepseek-coder-a10")
     log = aibrix()
-    for gpu in ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm"):
-        d = catalog.build(model="deepseek-coder-6.7b", gpu=gpu, network=served.network,
-                          max_seqs=256, max_batched_tokens=10240, chunked_prefill=False)
+    for d in on_gpus(catalog, ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm")):
+        gpu = d.gpu.gpu
         default_error = calibrate_requests(d, log, BUCKETS).held_out_error("e2e")[0]
         assert (default_error <= 0.10) == (gpu == "a10"), (gpu, default_error)
         assert gpu == "a10" or default_error > 0.35, (gpu, default_error)
@@ -257,3 +263,18 @@ def test_aibrix_log_calibrates_below_its_own_spread(catalog):
     for factor in ("compute_efficiency", "bandwidth_efficiency"):
         before, after = fitted[factor]
         assert 0.8 < after / before < 1.25, (factor, before, after)
+
+
+def test_candidates_are_compared_with_their_catalog_factors(catalog):
+    """After a full fit every GPU but the L4 explains the AIBrix log (the L40S at 16% of its peak
+    compute with 17 ms per step fits the fit half better than the A10), so the choice compares
+    the candidates with their catalog factors, only the client latency fitted: the A10 is kept,
+    and every candidate's row shows both errors."""
+    offered = on_gpus(catalog, ("l40s", "a10", "h100-sxm"))
+    choice = calibrate_candidates(offered, aibrix(), BUCKETS)
+    assert choice.kept.before.gpu.gpu == "a10"
+    rows = {r["deployment"]: r for r in choice.candidates.iter_rows(named=True)}
+    l40s, a10 = rows[offered[0].name], rows[offered[1].name]
+    assert l40s["plausible"] and l40s["fit_error"] < a10["fit_error"]
+    assert a10["catalog_error"] < 0.10 < 0.25 < l40s["catalog_error"]
+    assert a10["catalog_error"] == pytest.approx(choice.kept.catalog_error)

@@ -109,6 +109,7 @@ def test_candidates_keep_the_deployment_that_served_the_log(tmp_path):
     by_key = {m.asset_key.to_user_string(): m.metadata
               for m in result.asset_materializations_for_node("calibrated")}
     table = by_key["calibration"]["burstgpt-scale100 candidates"].value
+    assert "fit-half error, catalog factors" in table
     assert f"| {DEPLOYMENT} | yes |" in table and "| kept |" in table
     assert "| splitwise-70b-a100-tp2 | no |" in table and "faster than" in table
     assert by_key["calibration"]["implausible_fits"].value == "none"

@@ -137,10 +137,14 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
 
 
 def _candidates_table(choice) -> str:
-    lines = ["| deployment | plausible | fit-half error | kept | why not |", "|---|---|---:|---|---|"]
+    """Every candidate: the fit-half error with its catalog factors (client latency fitted: what
+    the choice compares) and after the full fit."""
+    lines = ["| deployment | plausible | fit-half error, catalog factors | fit-half error, fitted "
+             "| kept | why not |", "|---|---|---:|---:|---|---|"]
     for r in choice.candidates.iter_rows(named=True):
-        error = "n/a" if r["fit_error"] is None else f"{100 * r['fit_error']:.1f}%"
-        lines.append(f"| {r['deployment']} | {'yes' if r['plausible'] else 'no'} | {error} | "
+        catalog, fitted = ("n/a" if r[c] is None else f"{100 * r[c]:.1f}%"
+                           for c in ("catalog_error", "fit_error"))
+        lines.append(f"| {r['deployment']} | {'yes' if r['plausible'] else 'no'} | {catalog} | {fitted} | "
                      f"{'kept' if r['kept'] else ''} | {r['why_not'] or ''} |")
     return "\n".join(lines)
 
