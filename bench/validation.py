@@ -15,17 +15,18 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.roofline import load_catalog
-from pipelines.roofline.validation import summary, validate
+from pipelines.roofline.validation import read_measurements, summary, validate
 
 TABLE = Path(__file__).resolve().parent / "validation" / "published_measurements.csv"
 
 
 def main(argv: list[str]) -> None:
-    validated = validate(load_catalog(), pl.read_csv(TABLE))
+    validated = validate(load_catalog(), read_measurements(TABLE))
     pl.Config.set_tbl_rows(200).set_tbl_cols(20).set_tbl_width_chars(200)
     if "--rows" in argv:
         print(validated.select("source", "model", "gpu", "tp", "weight_dtype", "metric",
-                               "prompt_tokens", "output_tokens", "batch", "measured",
+                               "prompt_tokens", "output_tokens", "batch", "qps", "concurrency",
+                               "measured",
                                pl.col("predicted").round(5), pl.col("error").round(3)))
     if "--sources" in argv:
         print(summary(validated, by=("source", "metric")))

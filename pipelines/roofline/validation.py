@@ -13,6 +13,16 @@ degree, dtypes, serving engine, request shape and one measured figure:
   the replay (pipelines.replay, the same engine the reports use) of SERVED_REQUESTS identical
   requests arriving as a Poisson stream at that rate (fixed seed), with no client network: a
   request waits for the step in flight and its prefill shares steps with the running decodes.
+- rows with a `concurrency` C (a closed-loop benchmark: genai-perf / AIPerf `--concurrency`,
+  `vllm bench serve --max-concurrency`): C clients, each sending its next request the moment
+  its previous one completes, for CLOSED_LOOP_ROUNDS requests each. The replay is open-loop
+  (arrivals given), so the arrivals are found as its fixed point: every request after a
+  client's first arrives when that client's previous one ends in the previous pass, until no
+  arrival moves. Clients start at random phases within one lone request's latency (real
+  clients drift apart; identical requests started together would stay in lockstep), averaged
+  over CLOSED_LOOP_SEEDS draws; the first WARM_UP_ROUNDS rounds are left out of the means.
+  `output_tok_s` is the run's output tokens/s in that steady state: by Little's law,
+  C x output / mean end-to-end latency.
 - `measured_at`: `engine` rows (offline benchmarks, profilers) are the engine's time alone;
   `client` rows (genai-perf, HTTP benchmarks) add the serving front end's time to the TTFT
   (frontend.FRONTEND_S: HTTP, chat template and tokenization). Time per output token is the
@@ -36,20 +46,27 @@ from pipelines.roofline.deployment import Deployment, Network
 from pipelines.roofline.frontend import FRONTEND_S
 
 # Scheduler limits per engine. trtllm: TensorRT-LLM's default max_batch_size 2048 and
-# max_num_tokens 8192; its perf-overview runs use kv_cache_free_gpu_mem_fraction 0.95.
+# max_num_tokens 8192; its perf-overview runs use kv_cache_free_gpu_mem_fraction 0.95; chunked
+# context is off unless asked for ("To enable chunked context, please set the
+# enable_chunked_prefill in LLM API to True", TensorRT-LLM docs, features/long-sequence).
 # vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass).
 ENGINE_SCHEDULER = {
-    "trtllm": {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.95},
-    "trtllm-serving": {"max_batched_tokens": 8192},
+    "trtllm": {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.95,
+               "chunked_prefill": False},
+    "trtllm-serving": {"max_batched_tokens": 8192, "chunked_prefill": False},
     "vllm": {},
     "vllm-2023": {"stack": "vllm-2023"},
 }
 # Engines whose tpot_s rows are an end-to-end batch latency divided by the output length.
 E2E_OVER_OUTPUT = {"vllm"}
-METRICS = ("ttft_s", "tpot_s", "max_throughput_tok_s")
+METRICS = ("ttft_s", "tpot_s", "max_throughput_tok_s", "output_tok_s")
 MEASURED_AT = ("engine", "client")
 SERVED_REQUESTS = 400
 SERVED_METRIC_COLUMN = {"ttft_s": "ttft_s", "tpot_s": "tpot_s"}
+CLOSED_LOOP_ROUNDS = 8
+WARM_UP_ROUNDS = 2
+CLOSED_LOOP_SEEDS = 4
+MAX_PASSES = 300
 
 
 def deployment_for(catalog: Catalog, row: dict) -> Deployment:
@@ -71,8 +88,14 @@ def predict(catalog: Catalog, row: dict) -> float:
         raise ValueError(f"measured_at {row['measured_at']!r}: expected one of"
                          f" {', '.join(MEASURED_AT)}")
     frontend_s = FRONTEND_S if row["measured_at"] == "client" else 0.0
-    if row.get("qps") not in (None, ""):
+    qps, concurrency = (row.get(c) not in (None, "") for c in ("qps", "concurrency"))
+    if qps and concurrency:
+        raise ValueError("a row has either a qps (open loop) or a concurrency (closed loop),"
+                         " not both")
+    if qps:
         return _served(d, float(row["qps"]), prompt, output, metric, frontend_s)
+    if concurrency:
+        return _closed_loop(d, int(row["concurrency"]), prompt, output, metric, frontend_s)
     if metric == "ttft_s":
         engine = d.prefill_s(prompt) if batch == 1 else d.prefill_batch_s(batch, prompt)
         return engine + frontend_s
@@ -83,6 +106,9 @@ def predict(catalog: Catalog, row: dict) -> float:
         return decode / (output - 1)
     if metric == "max_throughput_tok_s":
         return d.max_throughput_tok_s(prompt, output)
+    if metric == "output_tok_s":
+        raise ValueError("output_tok_s is the throughput of a closed-loop run: the row needs a"
+                         " concurrency")
     raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
 
 
@@ -94,15 +120,69 @@ def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str,
         raise ValueError(f"metric {metric!r} at a request rate: expected one of"
                          f" {', '.join(SERVED_METRIC_COLUMN)}")
     gaps = np.random.default_rng(0).exponential(1.0 / qps, SERVED_REQUESTS)
-    requests = pl.DataFrame({"arrival_s": np.cumsum(gaps) - gaps[0],
-                             "prompt_tokens": [prompt] * SERVED_REQUESTS,
-                             "output_tokens": [output] * SERVED_REQUESTS})
-    local = replace(d, network=Network(one_way_s=frontend_s, bytes_per_token=0.0))
-    return float(replay(requests, local)[SERVED_METRIC_COLUMN[metric]].mean())
+    requests = _identical(np.cumsum(gaps) - gaps[0], prompt, output)
+    return float(replay(requests, _at_client(d, frontend_s))[SERVED_METRIC_COLUMN[metric]].mean())
+
+
+def _closed_loop(d: Deployment, concurrency: int, prompt: int, output: int, metric: str,
+                 frontend_s: float) -> float:
+    """Steady-state mean `metric` of `concurrency` closed-loop clients (module docstring)."""
+    if metric not in (*SERVED_METRIC_COLUMN, "output_tok_s"):
+        raise ValueError(f"metric {metric!r} at a concurrency: expected one of"
+                         f" {', '.join((*SERVED_METRIC_COLUMN, 'output_tok_s'))}")
+    local = _at_client(d, frontend_s)
+    lone = float(replay(_identical(np.zeros(1), prompt, output), local)["e2e_s"][0])
+    means = []
+    for seed in range(CLOSED_LOOP_SEEDS):
+        start = np.random.default_rng(seed).uniform(0.0, lone, concurrency)
+        start -= start.min()
+        steady = _closed_loop_pass(local, start, prompt, output)
+        means.append(concurrency * output / steady["e2e_s"].mean() if metric == "output_tok_s"
+                     else steady[SERVED_METRIC_COLUMN[metric]].mean())
+    return float(np.mean(means))
+
+
+def _closed_loop_pass(d: Deployment, start: np.ndarray, prompt: int, output: int) -> pl.DataFrame:
+    """The replayed requests (in sending order, warm-up rounds left out) at the fixed point of
+    "each client sends when its previous request ends"."""
+    clients = len(start)
+    arrival = np.concatenate([start, np.zeros(clients * (CLOSED_LOOP_ROUNDS - 1))])
+    for _ in range(MAX_PASSES):
+        requests = _identical(arrival, prompt, output)
+        done = pl.DataFrame({"request_id": requests["request_id"]}).join(
+            replay(requests, d), on="request_id", how="left", maintain_order="left")
+        ended = arrival + done["e2e_s"].to_numpy()
+        following = np.concatenate([start, ended[:-clients]])
+        if np.max(np.abs(following - arrival)) < 1e-9:
+            return done[clients * WARM_UP_ROUNDS:]
+        arrival = following
+    raise ValueError(f"closed loop of {clients} clients did not settle in {MAX_PASSES} replays")
+
+
+def _at_client(d: Deployment, frontend_s: float) -> Deployment:
+    """`d` seen from a benchmark client beside it: the front end's time reaches the client with
+    the first token (the replay's one-way latency); streaming adds nothing."""
+    return replace(d, network=Network(one_way_s=frontend_s, bytes_per_token=0.0))
+
+
+def _identical(arrival: np.ndarray, prompt: int, output: int) -> pl.DataFrame:
+    n = len(arrival)
+    return pl.DataFrame({"request_id": [str(i) for i in range(n)], "arrival_s": arrival,
+                         "prompt_tokens": [prompt] * n, "output_tokens": [output] * n})
 
 
 REQUIRED_COLUMNS = ("engine", "model", "gpu", "tp", "weight_dtype", "kv_dtype", "metric",
-                    "prompt_tokens", "output_tokens", "batch", "qps", "measured", "measured_at")
+                    "prompt_tokens", "output_tokens", "batch", "qps", "concurrency", "measured",
+                    "measured_at")
+
+
+# Columns mostly empty (a load applies to few rows), typed here rather than guessed by the reader.
+LOAD_COLUMNS = {"batch": pl.Int64, "qps": pl.Float64, "concurrency": pl.Int64}
+
+
+def read_measurements(path) -> pl.DataFrame:
+    """The measurement table (a CSV of REQUIRED_COLUMNS plus source, url and notes)."""
+    return pl.read_csv(path, schema_overrides=LOAD_COLUMNS)
 
 
 def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:

@@ -10,14 +10,14 @@ import pytest
 
 from pipelines.roofline import load_catalog
 from pipelines.roofline.frontend import FRONTEND_S
-from pipelines.roofline.validation import METRICS, predict, summary, validate
+from pipelines.roofline.validation import METRICS, predict, read_measurements, summary, validate
 
 TABLE = Path(__file__).resolve().parents[2] / "bench" / "validation" / "published_measurements.csv"
 
 
 @pytest.fixture(scope="module")
 def validated():
-    return validate(load_catalog(), pl.read_csv(TABLE))
+    return validate(load_catalog(), read_measurements(TABLE))
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +53,11 @@ def test_rows_beyond_35_percent_are_the_documented_ones(validated):
     """docs/physics.md lists the rows the physics does not reach; a new one is a regression."""
     worst = validated.filter(pl.col("error").abs() > 0.35)
     keys = set(zip(worst["engine"], worst["gpu"], worst["tp"], worst["metric"],
-                   worst["prompt_tokens"], worst["output_tokens"], strict=True))
+                   worst["prompt_tokens"], worst["output_tokens"], worst["concurrency"], strict=True))
     assert keys <= {
-        ("vllm-2023", "a100-80gb-sxm", 8, "ttft_s", 8192, 128),
-        ("vllm-2023", "h100-sxm", 8, "ttft_s", 8192, 128),
+        ("vllm-2023", "a100-80gb-sxm", 8, "ttft_s", 8192, 128, None),
+        ("vllm-2023", "h100-sxm", 8, "ttft_s", 8192, 128, None),
+        ("trtllm", "h100-sxm", 2, "ttft_s", 5000, 500, 100),  # at the KV-capacity knee
     }, worst
 
 
@@ -118,7 +119,7 @@ def test_client_rows_include_the_front_end(validated):
         predict(catalog, {**row, "measured_at": "proxy"})
     assert set(validated["measured_at"]) == {"engine", "client"}
     with pytest.raises(ValueError, match="measured_at"):
-        validate(catalog, pl.read_csv(TABLE).drop("measured_at"))
+        validate(catalog, read_measurements(TABLE).drop("measured_at"))
 
 
 def test_served_rows_replay_a_poisson_stream():
@@ -145,3 +146,38 @@ def test_unknown_engine_and_metric_are_named():
         predict(catalog, row)
     with pytest.raises(ValueError, match="itl_s"):
         predict(catalog, {**row, "engine": "vllm", "metric": "itl_s"})
+
+
+NIM_70B = {"engine": "trtllm", "model": "llama-3.1-70b", "gpu": "h100-sxm", "tp": 2,
+           "weight_dtype": "fp8", "kv_dtype": "fp8", "prompt_tokens": 5000, "output_tokens": 500,
+           "batch": None, "qps": None, "measured_at": "client"}
+
+
+def test_closed_loop_saturates_at_the_max_load_throughput():
+    """Closed-loop clients beyond what the KV cache holds: the output throughput settles at the
+    analytic max-load throughput, and every extra client waits one more request's share of it
+    (Little's law: 100 more clients add 100 / requests-per-second to the TTFT)."""
+    catalog = load_catalog()
+    at = {c: {m: predict(catalog, {**NIM_70B, "metric": m, "concurrency": c})
+              for m in ("ttft_s", "output_tok_s")} for c in (150, 250)}
+    served = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8")
+    analytic = served.max_throughput_tok_s(5000, 500)
+    for c in at:
+        assert at[c]["output_tok_s"] == pytest.approx(analytic, rel=0.05)
+    requests_per_s = at[250]["output_tok_s"] / 500
+    assert at[250]["ttft_s"] - at[150]["ttft_s"] == pytest.approx(100 / requests_per_s, rel=0.05)
+
+
+def test_closed_loop_at_one_client_is_the_lone_request():
+    catalog = load_catalog()
+    d = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8")
+    lone_ttft = predict(catalog, {**NIM_70B, "metric": "ttft_s", "concurrency": 1})
+    assert lone_ttft == pytest.approx(d.prefill_s(5000) + FRONTEND_S, rel=0.01)
+
+
+def test_a_row_is_open_or_closed_loop():
+    catalog = load_catalog()
+    with pytest.raises(ValueError, match="not both"):
+        predict(catalog, {**NIM_70B, "metric": "ttft_s", "qps": 1.0, "concurrency": 5})
+    with pytest.raises(ValueError, match="needs a concurrency"):
+        predict(catalog, {**NIM_70B, "metric": "output_tok_s"})
