@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import polars as pl
@@ -104,23 +103,20 @@ def main(argv: list[str]) -> None:
 
 
 def aibrix_candidates(catalog, requests: pl.DataFrame, buckets: pl.DataFrame) -> None:
-    """The AIBrix log names no GPU: offer it every single-GPU candidate and print, per GPU, the
-    fit-half error with its catalog factors (client latency fitted: what the choice compares),
-    the held-out error with the catalog's factors as they stand and after the full fit, and the
-    fitted factors."""
+    """The AIBrix log names no GPU: offer it its deployment on every single-GPU candidate and
+    print, per GPU, the fit-half error with the catalog's factors (client latency fitted: what
+    the choice compares), the held-out error with the catalog's factors as they stand and after
+    the full fit, and the fitted factors."""
     served = catalog.deployment("aibrix-deepseek-coder-a10")
-    offered = [catalog.build(model=served.model.model, gpu=gpu, network=served.network,
-                             **asdict(served.scheduler)) for gpu in AIBRIX_CANDIDATES]
-    choice = calibrate_candidates(offered, requests, buckets)
-    rows = []
-    for d in offered:
-        result = calibrate_requests(d, requests, buckets)
-        rows.append({"deployment": d.name, "plausible": not result.warnings,
-                     "fit-half catalog": round(result.catalog_error, 3),
-                     **{f"{m} {c}": round(v, 3) for m in ("ttft", "e2e")
-                        for c, v in zip(("before", "after"), result.held_out_error(m), strict=True)},
-                     **{p: round(after, 4) for p, (_, after) in result.parameters().items()}})
-    print(f"\n== aibrix on {len(offered)} candidate GPUs (held-out median per-request error before / after)")
+    choice = calibrate_candidates([catalog.on_gpu(served, gpu) for gpu in AIBRIX_CANDIDATES],
+                                  requests, buckets)
+    rows = [{"deployment": r.before.name, "plausible": not r.warnings,
+             "fit-half catalog": round(r.catalog_error, 3),
+             **{f"{m} {c}": round(v, 3) for m in ("ttft", "e2e")
+                for c, v in zip(("before", "after"), r.held_out_error(m), strict=True)},
+             **{p: round(after, 4) for p, (_, after) in r.parameters().items()}}
+            for r in choice.calibrations]
+    print(f"\n== aibrix on {len(rows)} candidate GPUs (held-out median per-request error before / after)")
     with pl.Config(tbl_cols=20, tbl_width_chars=240, fmt_str_lengths=60):
         print(pl.DataFrame(rows))
     print(f"calibrate_candidates keeps {choice.kept.before.name}")

@@ -110,7 +110,9 @@ class Calibration:
     cost_after: float
     fit_metrics: tuple[str, ...]  # the metrics the fit used
     warnings: tuple[str, ...]  # why the deployment may not be the one that served the log
-    # fit-half error (as fit_half_error) with the catalog's factors, only the client latency fitted
+    # fit-half errors: the mean over the fitted metrics of the fit half's median per-request
+    # error, after the full fit and with the catalog's factors (only the client latency fitted)
+    fit_error: float
     catalog_error: float
 
     def at_bound(self) -> list[str]:
@@ -322,7 +324,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
         both = np.column_stack([joined["ttft"].to_numpy(), joined["e2e"].to_numpy()])
         return both[np.arange(len(metric_index)), metric_index]
 
-    return _calibrate(d, obs, predict, fit_metrics)
+    return _calibrate(d, obs, predict, fit_metrics, client_path=True)
 
 
 def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -> Calibration:
@@ -330,10 +332,13 @@ def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -
     one-way latency does not enter step times and keeps its value."""
     obs = _step_observations(steps, buckets)
     return _calibrate(d, obs, lambda candidate: predict_steps(candidate, obs),
-                      ("prefill", "decode"))
+                      ("prefill", "decode"), client_path=False)
 
 
-def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str, ...]) -> Calibration:
+def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str, ...], *,
+               client_path: bool) -> Calibration:
+    """The fit, its errors and warnings. `client_path`: whether the observations cross the
+    client path (request logs) or not (step times, where the catalog error is the error before)."""
     observed = obs["observed"].to_numpy()
     fit_mask = ((obs["split"] == FIT) & obs["metric"].is_in(list(fit_metrics))).to_numpy()
     if fit_mask.sum() < len(PARAMETERS):
@@ -343,7 +348,7 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
     before = predict(d)
     after_deployment = _fit(d, predict, observed, fit_mask)
     after = predict(after_deployment)
-    client_only = predict(_fit(d, predict, observed, fit_mask, names=CLIENT_ONLY))
+    client_only = predict(_fit(d, predict, observed, fit_mask, names=CLIENT_ONLY)) if client_path else before
     ideal = predict(_ideal(d))
     if not all(np.isfinite(x).all() for x in (before, after, ideal, client_only)):
         raise CalibrationError("the replay left some observed request without a prediction")
@@ -354,6 +359,7 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
         cost_before=_cost(before, observed), cost_after=_cost(after, observed),
         fit_metrics=tuple(fit_metrics),
         warnings=_plausibility(d, after_deployment, metrics, observed[fit_mask], ideal[fit_mask]),
+        fit_error=_mean_median_error(after[fit_mask], observed[fit_mask], metrics),
         catalog_error=_mean_median_error(client_only[fit_mask], observed[fit_mask], metrics),
     )
 
@@ -409,16 +415,11 @@ CANDIDATE_SCHEMA = {"deployment": pl.String, "plausible": pl.Boolean, "catalog_e
 
 @dataclass(frozen=True)
 class Choice:
-    """The candidate kept for a log, and how every candidate did (CANDIDATE_SCHEMA)."""
+    """The candidate kept for a log, how every candidate did (CANDIDATE_SCHEMA), and the
+    calibration of every candidate that could be calibrated, in the order offered."""
     kept: Calibration
     candidates: pl.DataFrame
-
-
-def fit_half_error(result: Calibration) -> float:
-    """Mean over the fitted metrics of the fit half's median per-request error after fitting."""
-    rows = result.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == FIT)
-                                & pl.col("metric").is_in(list(result.fit_metrics)))
-    return float(rows["error_after"].mean())
+    calibrations: tuple[Calibration, ...]
 
 
 def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, buckets: pl.DataFrame,
@@ -445,9 +446,10 @@ def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, b
         raise CalibrationError("; ".join(f"{r['deployment']}: {r['why_not']}" for r in rows))
     kept = min([r for r in results if not r.warnings] or results, key=lambda r: r.catalog_error)
     rows = [{"deployment": r.before.name, "plausible": not r.warnings,
-             "catalog_error": r.catalog_error, "fit_error": fit_half_error(r), "kept": r is kept,
+             "catalog_error": r.catalog_error, "fit_error": r.fit_error, "kept": r is kept,
              "why_not": "; ".join(r.warnings) or None} for r in results] + rows
-    return Choice(kept=kept, candidates=pl.DataFrame(rows, schema=CANDIDATE_SCHEMA))
+    return Choice(kept=kept, candidates=pl.DataFrame(rows, schema=CANDIDATE_SCHEMA),
+                  calibrations=tuple(results))
 
 
 def perf_model_steps(perf_model: pl.DataFrame, model: str, hardware: str, tp: int) -> pl.DataFrame:

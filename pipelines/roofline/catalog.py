@@ -9,7 +9,7 @@ truth for SQL users and for the replay.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import polars as pl
@@ -186,6 +186,14 @@ class Catalog:
                 f" choices that fit: {fitting or 'none on this GPU'}"
             )
         return deployment
+
+    def on_gpu(self, d: Deployment, gpu: str) -> Deployment:
+        """`d` (model, parallelism, dtypes, replicas, scheduler, client path) on another GPU,
+        with that GPU family's default factors and price: a candidate for a log that names its
+        model but not the hardware that served it (calibration.calibrate_candidates)."""
+        return self.build(model=d.model.model, gpu=gpu, tp=d.tp, weights=d.weight_dtype,
+                          kv_cache=d.kv_dtype, replicas=d.replicas, network=d.network,
+                          stack=d.stack, **asdict(d.scheduler))
 
     def _fitting_choices(self, deployment: Deployment, model_row: dict) -> str:
         """`tp=N weights=D` pairs (valid tensor parallelism, a dtype this GPU computes in) that

@@ -20,7 +20,9 @@ degree, dtypes, serving engine, request shape and one measured figure:
   client's first arrives when that client's previous one ends in the previous pass, until no
   arrival moves. Clients start at random phases within one lone request's latency (real
   clients drift apart; identical requests started together would stay in lockstep), averaged
-  over CLOSED_LOOP_SEEDS draws; the first WARM_UP_ROUNDS rounds are left out of the means.
+  over CLOSED_LOOP_SEEDS draws. The means are over the steady rounds: the first
+  WARM_UP_ROUNDS are left out (clients starting) and so is the last (clients finishing, fewer
+  than C requests in flight).
   `output_tok_s` is the run's output tokens/s in that steady state: by Little's law,
   C x output / mean end-to-end latency.
 - `measured_at`: `engine` rows (offline benchmarks, profilers) are the engine's time alone;
@@ -36,6 +38,7 @@ the serving stack whose catalog factors apply (ENGINE_SCHEDULER); nothing per ro
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
 import polars as pl
@@ -130,21 +133,27 @@ def _closed_loop(d: Deployment, concurrency: int, prompt: int, output: int, metr
     if metric not in (*SERVED_METRIC_COLUMN, "output_tok_s"):
         raise ValueError(f"metric {metric!r} at a concurrency: expected one of"
                          f" {', '.join((*SERVED_METRIC_COLUMN, 'output_tok_s'))}")
-    local = _at_client(d, frontend_s)
-    lone = float(replay(_identical(np.zeros(1), prompt, output), local)["e2e_s"][0])
-    means = []
+    return _closed_loop_means(_at_client(d, frontend_s), concurrency, prompt, output)[metric]
+
+
+@lru_cache(maxsize=64)
+def _closed_loop_means(d: Deployment, concurrency: int, prompt: int, output: int) -> dict:
+    """Every closed-loop metric of one run, over CLOSED_LOOP_SEEDS starting phases (a source
+    publishes TTFT, ITL and throughput of the same run: simulated once)."""
+    lone = float(replay(_identical(np.zeros(1), prompt, output), d)["e2e_s"][0])
+    runs = []
     for seed in range(CLOSED_LOOP_SEEDS):
         start = np.random.default_rng(seed).uniform(0.0, lone, concurrency)
-        start -= start.min()
-        steady = _closed_loop_pass(local, start, prompt, output)
-        means.append(concurrency * output / steady["e2e_s"].mean() if metric == "output_tok_s"
-                     else steady[SERVED_METRIC_COLUMN[metric]].mean())
-    return float(np.mean(means))
+        runs.append(closed_loop_steady(d, start - start.min(), prompt, output))
+    return {"ttft_s": float(np.mean([r["ttft_s"].mean() for r in runs])),
+            "tpot_s": float(np.mean([r["tpot_s"].mean() for r in runs])),
+            "output_tok_s": float(np.mean([concurrency * output / r["e2e_s"].mean() for r in runs]))}
 
 
-def _closed_loop_pass(d: Deployment, start: np.ndarray, prompt: int, output: int) -> pl.DataFrame:
-    """The replayed requests (in sending order, warm-up rounds left out) at the fixed point of
-    "each client sends when its previous request ends"."""
+def closed_loop_steady(d: Deployment, start: np.ndarray, prompt: int, output: int) -> pl.DataFrame:
+    """The replayed requests of the steady rounds (module docstring), in round order: request
+    r * C + k is client k's r-th, sent when its (r - 1)-th ends; `start` holds each client's
+    first sending time. Found as the fixed point of replaying with the previous pass's endings."""
     clients = len(start)
     arrival = np.concatenate([start, np.zeros(clients * (CLOSED_LOOP_ROUNDS - 1))])
     for _ in range(MAX_PASSES):
@@ -154,7 +163,7 @@ def _closed_loop_pass(d: Deployment, start: np.ndarray, prompt: int, output: int
         ended = arrival + done["e2e_s"].to_numpy()
         following = np.concatenate([start, ended[:-clients]])
         if np.max(np.abs(following - arrival)) < 1e-9:
-            return done[clients * WARM_UP_ROUNDS:]
+            return done[clients * WARM_UP_ROUNDS:clients * (CLOSED_LOOP_ROUNDS - 1)]
         arrival = following
     raise ValueError(f"closed loop of {clients} clients did not settle in {MAX_PASSES} replays")
 
@@ -166,6 +175,7 @@ def _at_client(d: Deployment, frontend_s: float) -> Deployment:
 
 
 def _identical(arrival: np.ndarray, prompt: int, output: int) -> pl.DataFrame:
+    """Requests of one shape (a benchmark's fixed prompt and output lengths) at `arrival`."""
     n = len(arrival)
     return pl.DataFrame({"request_id": [str(i) for i in range(n)], "arrival_s": arrival,
                          "prompt_tokens": [prompt] * n, "output_tokens": [output] * n})

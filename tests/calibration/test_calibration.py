@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import polars as pl
@@ -15,7 +14,6 @@ from pipelines.roofline.calibration import (
     calibrate_candidates,
     calibrate_requests,
     calibrate_steps,
-    fit_half_error,
     format_table,
     perf_model_steps,
     predict_steps,
@@ -199,7 +197,7 @@ def test_candidates_rule_out_the_implausible_and_keep_a_plausible_one(catalog):
     assert not rows[offered[0].name]["plausible"] and not rows[offered[0].name]["kept"]
     assert "faster than" in rows[offered[0].name]["why_not"]
     assert rows[offered[1].name]["kept"] and rows[offered[1].name]["why_not"] is None
-    assert rows[offered[1].name]["fit_error"] == pytest.approx(fit_half_error(choice.kept))
+    assert rows[offered[1].name]["fit_error"] == pytest.approx(choice.kept.fit_error)
 
 
 def test_the_held_out_half_takes_no_part_in_the_choice(catalog):
@@ -229,22 +227,24 @@ def aibrix() -> pl.DataFrame:
     return read_trace(FIXTURES / "public" / "aibrix_output.jsonl").requests
 
 
-def on_gpus(catalog, gpus: tuple[str, ...]) -> list:
-    """The AIBrix deployment (model, scheduler, client path) moved to each of `gpus`."""
+AIBRIX_GPUS = ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm")
+
+
+@pytest.fixture(scope="module")
+def aibrix_choice(catalog):
+    """The AIBrix log offered its deployment on every single GPU of the catalog."""
     served = catalog.deployment("aibrix-deepseek-coder-a10")
-    return [catalog.build(model=served.model.model, gpu=gpu, network=served.network,
-                          **asdict(served.scheduler)) for gpu in gpus]
+    return calibrate_candidates([catalog.on_gpu(served, gpu) for gpu in AIBRIX_GPUS], aibrix(), BUCKETS)
 
 
-def test_default_factors_single_out_the_gpu_that_served_the_aibrix_log(catalog):
+def test_default_factors_single_out_the_gpu_that_served_the_aibrix_log(aibrix_choice):
     """The log names no GPU; AIBrix deployed this model on A10s. With the catalog's default
     factors the A10 predicts the held-out half's end-to-end latency within 10% per request,
     and every other single GPU of the catalog misses it by more than a third (the L4 is too
     slow, the others too fast): decode at ~37 ms per token is the A10's bandwidth."""
-    log = aibrix()
-    for d in on_gpus(catalog, ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm")):
-        gpu = d.gpu.gpu
-        default_error = calibrate_requests(d, log, BUCKETS).held_out_error("e2e")[0]
+    assert [r.before.gpu.gpu for r in aibrix_choice.calibrations] == list(AIBRIX_GPUS)
+    for result in aibrix_choice.calibrations:
+        gpu, default_error = result.before.gpu.gpu, result.held_out_error("e2e")[0]
         assert (default_error <= 0.10) == (gpu == "a10"), (gpu, default_error)
         assert gpu == "a10" or default_error > 0.35, (gpu, default_error)
 
@@ -265,16 +265,14 @@ def test_aibrix_log_calibrates_below_its_own_spread(catalog):
         assert 0.8 < after / before < 1.25, (factor, before, after)
 
 
-def test_candidates_are_compared_with_their_catalog_factors(catalog):
+def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     """After a full fit every GPU but the L4 explains the AIBrix log (the L40S at 16% of its peak
     compute with 17 ms per step fits the fit half better than the A10), so the choice compares
     the candidates with their catalog factors, only the client latency fitted: the A10 is kept,
     and every candidate's row shows both errors."""
-    offered = on_gpus(catalog, ("l40s", "a10", "h100-sxm"))
-    choice = calibrate_candidates(offered, aibrix(), BUCKETS)
-    assert choice.kept.before.gpu.gpu == "a10"
-    rows = {r["deployment"]: r for r in choice.candidates.iter_rows(named=True)}
-    l40s, a10 = rows[offered[0].name], rows[offered[1].name]
+    assert aibrix_choice.kept.before.gpu.gpu == "a10"
+    rows = {r["deployment"].split("@")[1]: r for r in aibrix_choice.candidates.iter_rows(named=True)}
+    l40s, a10 = rows["l40s-tp1-bf16"], rows["a10-tp1-bf16"]
     assert l40s["plausible"] and l40s["fit_error"] < a10["fit_error"]
     assert a10["catalog_error"] < 0.10 < 0.25 < l40s["catalog_error"]
-    assert a10["catalog_error"] == pytest.approx(choice.kept.catalog_error)
+    assert a10["catalog_error"] == pytest.approx(aibrix_choice.kept.catalog_error)

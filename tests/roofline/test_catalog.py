@@ -208,3 +208,18 @@ def test_catalog_file_without_a_needed_column_is_named(tmp_path):
     efficiency.write_csv(tmp_path / "gpu_efficiency.csv")
     with pytest.raises(CatalogError, match=r"gpu_efficiency.csv lacks column\(s\) \['stack'\]"):
         load_catalog(tmp_path)
+
+
+def test_a_deployment_moves_to_another_gpu_with_that_gpus_defaults(catalog):
+    """Candidates for a log whose GPU is unknown: everything but the GPU is kept; factors and
+    price are the new GPU's family defaults, not the old deployment's."""
+    served = catalog.deployment("aibrix-deepseek-coder-a10")
+    moved = catalog.on_gpu(served, "l40s")
+    assert moved.gpu.gpu == "l40s" and moved.model == served.model
+    assert (moved.tp, moved.weight_dtype, moved.kv_dtype, moved.replicas) == (
+        served.tp, served.weight_dtype, served.kv_dtype, served.replicas)
+    assert moved.scheduler == served.scheduler and moved.network == served.network
+    fresh = catalog.build(model="deepseek-coder-6.7b", gpu="l40s")
+    assert moved.efficiency == fresh.efficiency
+    assert (moved.price_provider, moved.price_plan) == (fresh.price_provider, fresh.price_plan) != (
+        served.price_provider, served.price_plan)

@@ -5,12 +5,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 from pipelines.roofline import load_catalog
 from pipelines.roofline.frontend import FRONTEND_S
-from pipelines.roofline.validation import METRICS, predict, read_measurements, summary, validate
+from pipelines.roofline import validation
+from pipelines.roofline.validation import (
+    CLOSED_LOOP_ROUNDS,
+    METRICS,
+    WARM_UP_ROUNDS,
+    closed_loop_steady,
+    predict,
+    read_measurements,
+    summary,
+    validate,
+)
 
 TABLE = Path(__file__).resolve().parents[2] / "bench" / "validation" / "published_measurements.csv"
 
@@ -181,3 +192,22 @@ def test_a_row_is_open_or_closed_loop():
         predict(catalog, {**NIM_70B, "metric": "ttft_s", "qps": 1.0, "concurrency": 5})
     with pytest.raises(ValueError, match="needs a concurrency"):
         predict(catalog, {**NIM_70B, "metric": "output_tok_s"})
+
+
+def test_closed_loop_each_client_sends_when_its_previous_request_ends():
+    """The fixed point: request r * C + k (client k's r-th) arrives when client k's previous
+    request ends; the steady rounds leave out the first two and the last."""
+    catalog = load_catalog()
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
+    start = np.array([0.0, 0.3, 0.7])
+    steady = closed_loop_steady(d, start, 500, 50)
+    clients, arrival, e2e = len(start), steady["arrival_s"].to_numpy(), steady["e2e_s"].to_numpy()
+    assert steady.height == clients * (CLOSED_LOOP_ROUNDS - WARM_UP_ROUNDS - 1)
+    np.testing.assert_allclose(arrival[clients:], arrival[:-clients] + e2e[:-clients], atol=1e-9)
+
+
+def test_a_closed_loop_that_does_not_settle_is_named(monkeypatch):
+    monkeypatch.setattr(validation, "MAX_PASSES", 1)
+    d = load_catalog().build(model="llama-3.1-8b", gpu="h100-sxm")
+    with pytest.raises(ValueError, match="did not settle in 1 replays"):
+        closed_loop_steady(d, np.array([0.0, 0.5]), 500, 50)
