@@ -66,6 +66,7 @@ METRICS = ("ttft_s", "tpot_s", "max_throughput_tok_s", "output_tok_s")
 MEASURED_AT = ("engine", "client")
 SERVED_REQUESTS = 400
 SERVED_METRIC_COLUMN = {"ttft_s": "ttft_s", "tpot_s": "tpot_s"}
+CLOSED_LOOP_METRICS = (*SERVED_METRIC_COLUMN, "output_tok_s")
 CLOSED_LOOP_ROUNDS = 8
 WARM_UP_ROUNDS = 2
 CLOSED_LOOP_SEEDS = 4
@@ -130,9 +131,9 @@ def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str,
 def _closed_loop(d: Deployment, concurrency: int, prompt: int, output: int, metric: str,
                  frontend_s: float) -> float:
     """Steady-state mean `metric` of `concurrency` closed-loop clients (module docstring)."""
-    if metric not in (*SERVED_METRIC_COLUMN, "output_tok_s"):
+    if metric not in CLOSED_LOOP_METRICS:
         raise ValueError(f"metric {metric!r} at a concurrency: expected one of"
-                         f" {', '.join((*SERVED_METRIC_COLUMN, 'output_tok_s'))}")
+                         f" {', '.join(CLOSED_LOOP_METRICS)}")
     return _closed_loop_means(_at_client(d, frontend_s), concurrency, prompt, output)[metric]
 
 

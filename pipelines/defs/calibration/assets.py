@@ -32,7 +32,8 @@ class CalibrationConfig(dg.Config):
     # trace -> the deployment (deployments.csv) that served it; others use `deployment`
     deployments: dict[str, str] = {}
     # trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's): each
-    # is calibrated and the plausible one that fits the fit half best is kept
+    # is calibrated, and of the plausible ones the one whose catalog factors explain the fit
+    # half best (only the client latency fitted) is kept
     candidates: dict[str, list[str]] = {}
     # the observed metrics the fit uses (ttft, e2e); all observed ones are reported
     fit_metrics: list[str] = list(REQUEST_METRICS)
