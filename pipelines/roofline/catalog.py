@@ -16,6 +16,7 @@ import polars as pl
 
 from pipelines.roofline.deployment import (
     DTYPE_BYTES,
+    KV_MEMORY_BASES,
     Deployment,
     Efficiency,
     GpuSpec,
@@ -27,7 +28,8 @@ from pipelines.roofline.deployment import (
 DEFAULT_REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "reference"
 TABLES = ("gpus", "gpu_efficiency", "models", "prices", "deployments")
 DEFAULT_STACK = "current"
-# Columns the physics reads (deployments.csv may omit `stack`: the default stack applies).
+# Columns the physics reads (deployments.csv may omit `stack` and `kv_memory_basis`: the default
+# stack and the vLLM reading of the memory fraction apply).
 REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
@@ -90,6 +92,7 @@ class Catalog:
             max_seqs=row["max_seqs"], max_batched_tokens=row["max_batched_tokens"],
             chunked_prefill=row["chunked_prefill"], kv_memory_fraction=row["kv_memory_fraction"],
             kv_block_tokens=row["kv_block_tokens"],
+            kv_memory_basis=row.get("kv_memory_basis") or "total",
             price_provider=row["price_provider"], price_plan=row["price_plan"],
             stack=row.get("stack") or DEFAULT_STACK,
             network=Network(row["net_one_way_s"], row["net_bytes_per_token"],
@@ -118,7 +121,8 @@ class Catalog:
         **scheduler_options,
     ) -> Deployment:
         """An ad-hoc deployment. Scheduler options are those of `Scheduler` (max_seqs,
-        max_batched_tokens, chunked_prefill, kv_memory_fraction, kv_block_tokens); efficiency
+        max_batched_tokens, chunked_prefill, kv_memory_fraction, kv_block_tokens,
+        kv_memory_basis: "total" for vLLM / SGLang, "free" for TensorRT-LLM); efficiency
         arguments override the defaults of the GPU family under the serving `stack`
         (gpu_efficiency.csv: `current` = today's engines with CUDA graphs and custom all-reduce,
         vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled)."""
@@ -159,6 +163,11 @@ class Catalog:
             value = scheduler_options.get(option, 1)
             if int(value) != value or value < 1:
                 raise CatalogError(f"{option}={value}: expected a whole number >= 1")
+        basis = scheduler_options.get("kv_memory_basis", "total")
+        if basis not in KV_MEMORY_BASES:
+            raise CatalogError(f"kv_memory_basis={basis!r}: expected one of"
+                               f" {', '.join(KV_MEMORY_BASES)} (the fraction of total memory, as"
+                               f" vLLM and SGLang read it, or of free memory, as TensorRT-LLM does)")
         for label in ("compute_efficiency", "bandwidth_efficiency"):
             value = getattr(efficiency, label)
             if not 0.0 < value <= 1.0:
@@ -182,7 +191,8 @@ class Catalog:
             raise CatalogError(
                 f"deployment {deployment.name!r}: {model} weights ({deployment.weight_bytes_per_gpu / 2**30:.1f} GiB"
                 f" per GPU at tp={tp}, {weights}) leave no room for a KV cache in"
-                f" {deployment.scheduler.kv_memory_fraction:.0%} of {g['memory_gib']} GiB on {gpu};"
+                f" {deployment.scheduler.kv_memory_fraction:.0%} of {g['memory_gib']} GiB on {gpu}"
+                f" ({deployment.scheduler.kv_memory_basis} memory basis);"
                 f" choices that fit: {fitting or 'none on this GPU'}"
             )
         return deployment

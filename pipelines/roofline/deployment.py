@@ -14,9 +14,25 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   dtype) — a KV head cannot be split, so with tp > kv_heads every GPU keeps one head.
   MLA: layers * (kv_lora_rank + qk_rope_head_dim) * bytes(kv dtype), the compressed latent, which
   every GPU of the group holds whole.
-- KV capacity in tokens: (memory * kv_memory_fraction - weights - activations) / KV per token,
-  where activations ~ max_batched_tokens * (4 * hidden + 2 * ffn / tp) * 2 B is the peak
-  workspace of one step (an estimate: attention and MLP intermediates of the largest step).
+- KV capacity in tokens: the KV pool / KV per token, in whole blocks. Engines size the pool in
+  one of two ways (the scheduler's `kv_memory_basis`):
+  - "total" (vLLM `gpu_memory_utilization`, SGLang `mem_fraction_static`): the fraction caps the
+    whole footprint, so pool = memory * kv_memory_fraction - weights - activations;
+  - "free" (TensorRT-LLM `free_gpu_memory_fraction`, "allocate 90% of free GPU memory for KV
+    cache", TensorRT-LLM docs "How to Change KV Cache Behavior"): the fraction applies to what is
+    left once the engine is loaded, pool = kv_memory_fraction * (memory - weights - activations
+    - runtime - NCCL buffers) * (1 - block-pool overhead). runtime (CUDA context, cuBLAS and
+    runtime buffers, TRTLLM_RUNTIME_BYTES), the NCCL buffers per tensor-parallel degree
+    (TRTLLM_NCCL_BYTES) and the 1.5% pool overhead are those of NVIDIA's AIConfigurator memory
+    model (ai-dynamo/aiconfigurator, src/aiconfigurator/sdk/backends/trtllm_backend.py and
+    systems/*.yaml `misc`); its 3.5 GiB `other_mem` is replaced by 3.0 GiB, the middle of the
+    2.6-3.4 GiB that reproduce every one of NVIDIA's twelve measured TensorRT-LLM maximum batch
+    sizes for Llama-3.1-8B on H100 (tp 1/2/4, 2K/4K in and out,
+    tests/integration/test_trtllm_kv_cache_capacity.py of the same repository) within 2.3%
+    (bench/validation/trtllm_kv_capacity.csv; 3.5 GiB misses one by 3.6%).
+  activations ~ max_batched_tokens * (4 * hidden + 2 * ffn / tp) * 2 B is the peak workspace of
+  one step (an estimate: attention and MLP intermediates of the largest step; for Llama-3.1-8B
+  at tp 1 it equals AIConfigurator's 2 * tokens * hidden * 11 B).
 - ridge point: effective FLOP/s / effective bandwidth, in FLOPs per byte. A decode step over a
   batch of b sequences does ~F_tok * b FLOPs for W(b) bytes of weights (see the compute-bound
   batch below).
@@ -54,6 +70,14 @@ from pipelines.roofline import step
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads stay in bf16
 GIB = 2.0**30
+# How an engine's KV memory fraction is read (module docstring, KV capacity).
+KV_MEMORY_BASES = ("total", "free")
+TRTLLM_RUNTIME_BYTES = 3.0 * GIB
+# NCCL communicator buffers per GPU (AIConfigurator systems/*.yaml misc.nccl_mem: none alone,
+# 342 MB at tp 2, 392 MB from tp 4 up).
+TRTLLM_NCCL_BYTES_TP2 = 358612992.0
+TRTLLM_NCCL_BYTES_TP4_UP = 411041792.0
+TRTLLM_BLOCK_POOL_OVERHEAD = 0.015  # AIConfigurator KV_CACHE_MEMORY_RESERVED_FRACTION
 
 
 @dataclass(frozen=True)
@@ -103,6 +127,7 @@ class Scheduler:
     chunked_prefill: bool = True
     kv_memory_fraction: float = 0.9
     kv_block_tokens: int = 16
+    kv_memory_basis: str = "total"  # "total" (vLLM, SGLang) or "free" (TensorRT-LLM)
 
 
 @dataclass(frozen=True)
@@ -195,10 +220,19 @@ class Deployment:
     def kv_capacity_tokens(self) -> int:
         """Tokens of KV cache one replica holds, rounded down to whole blocks (may be <= 0:
         the catalog rejects such deployments)."""
-        usable = self.gpu.memory_gib * GIB * self.scheduler.kv_memory_fraction
-        free = usable - self.weight_bytes_per_gpu - self.activation_bytes_per_gpu
-        block = self.scheduler.kv_block_tokens
-        return int(free // self.kv_bytes_per_token) // block * block
+        sched = self.scheduler
+        memory = self.gpu.memory_gib * GIB
+        loaded = self.weight_bytes_per_gpu + self.activation_bytes_per_gpu
+        if sched.kv_memory_basis == "free":
+            nccl = (0.0 if self.tp == 1 else TRTLLM_NCCL_BYTES_TP2 if self.tp == 2
+                    else TRTLLM_NCCL_BYTES_TP4_UP)
+            runtime = TRTLLM_RUNTIME_BYTES + nccl
+            pool = (sched.kv_memory_fraction * (memory - loaded - runtime)
+                    * (1.0 - TRTLLM_BLOCK_POOL_OVERHEAD))
+        else:
+            pool = memory * sched.kv_memory_fraction - loaded
+        block = sched.kv_block_tokens
+        return int(pool // self.kv_bytes_per_token) // block * block
 
     @property
     def ridge_flops_per_byte(self) -> float:

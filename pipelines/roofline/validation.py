@@ -48,15 +48,21 @@ from pipelines.roofline.catalog import Catalog
 from pipelines.roofline.deployment import Deployment, Network
 from pipelines.roofline.frontend import FRONTEND_S
 
-# Scheduler limits per engine. trtllm: TensorRT-LLM's default max_batch_size 2048 and
-# max_num_tokens 8192; its perf-overview runs use kv_cache_free_gpu_mem_fraction 0.95; chunked
-# context is off unless asked for ("To enable chunked context, please set the
-# enable_chunked_prefill in LLM API to True", TensorRT-LLM docs, features/long-sequence).
+# Scheduler limits per engine. trtllm: TensorRT-LLM's defaults: max_batch_size 2048,
+# max_num_tokens 8192, a KV cache of 0.90 of the memory free after loading ("allocate 90% of
+# free GPU memory for KV cache", docs "How to Change KV Cache Behavior"), chunked context off
+# unless asked for ("To enable chunked context, please set the enable_chunked_prefill in LLM API
+# to True", docs features/long-sequence). trtllm-bench: the same with the perf overview's
+# `--kv_cache_free_gpu_mem_fraction 0.95` ("better performance than the default setting of
+# 0.90"). trtllm-serving: the Triton TensorRT-LLM backend of the perf overview's online table.
 # vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass).
+TRTLLM_DEFAULTS = {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.9,
+                   "kv_memory_basis": "free", "chunked_prefill": False}
 ENGINE_SCHEDULER = {
-    "trtllm": {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.95,
-               "chunked_prefill": False},
-    "trtllm-serving": {"max_batched_tokens": 8192, "chunked_prefill": False},
+    "trtllm": TRTLLM_DEFAULTS,
+    "trtllm-bench": {**TRTLLM_DEFAULTS, "kv_memory_fraction": 0.95},
+    "trtllm-serving": {"max_batched_tokens": 8192, "chunked_prefill": False,
+                       "kv_memory_basis": "free"},
     "vllm": {},
     "vllm-2023": {"stack": "vllm-2023"},
 }
@@ -73,12 +79,14 @@ CLOSED_LOOP_SEEDS = 4
 MAX_PASSES = 300
 
 
-def deployment_for(catalog: Catalog, row: dict) -> Deployment:
+def deployment_for(catalog: Catalog, row: dict, **scheduler) -> Deployment:
+    """The deployment a measurement row describes: its engine's scheduler limits, overridden by
+    any `scheduler` settings the measurement states."""
     if row["engine"] not in ENGINE_SCHEDULER:
         raise ValueError(f"engine {row['engine']!r}: expected one of {', '.join(ENGINE_SCHEDULER)}")
     return catalog.build(
         model=row["model"], gpu=row["gpu"], tp=int(row["tp"]), weights=row["weight_dtype"],
-        kv_cache=row["kv_dtype"], **ENGINE_SCHEDULER[row["engine"]],
+        kv_cache=row["kv_dtype"], **{**ENGINE_SCHEDULER[row["engine"]], **scheduler},
     )
 
 
@@ -205,6 +213,23 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     predicted = [predict(catalog, row) for row in measurements.iter_rows(named=True)]
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
         error=pl.col("predicted") / pl.col("measured") - 1.0
+    )
+
+
+def validate_kv_capacity(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
+    """Measured KV-cache capacities (bench/validation/trtllm_kv_capacity.csv: the most sequences
+    of `tokens_per_sequence` tokens an engine held at once, with the max_batched_tokens and KV
+    memory fraction it ran with) with `predicted` = kv_capacity_tokens // tokens_per_sequence and
+    `error` = predicted / measured - 1: the check on the sizing that decides when a loaded
+    replica starts to queue."""
+    predicted = [
+        deployment_for(catalog, row, max_batched_tokens=row["max_batched_tokens"],
+                       kv_memory_fraction=row["kv_memory_fraction"]).kv_capacity_tokens
+        // row["tokens_per_sequence"]
+        for row in measurements.iter_rows(named=True)
+    ]
+    return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Int64)).with_columns(
+        error=pl.col("predicted") / pl.col("max_sequences") - 1.0
     )
 
 

@@ -97,9 +97,10 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
           "price_plan": "lifetime"}, "lifetime"),
         ({"model": "llama-3.1-8b", "gpu": "a100-80gb-sxm", "weights": "fp8"}, "fp8"),
         ({"model": "llama-3.1-405b", "gpu": "l4", "tp": 1}, "llama-3.1-405b"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_memory_basis": "spare"}, "spare"),
     ],
     ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
-         "no-fp8-on-a100", "too-large"],
+         "no-fp8-on-a100", "too-large", "kv-memory-basis"],
 )
 def test_build_rejects_bad_requests(catalog, kwargs, named):
     with pytest.raises(CatalogError) as info:
@@ -111,6 +112,23 @@ def test_unknown_deployment_lists_the_choices(catalog):
     with pytest.raises(CatalogError, match="no-such-fleet") as info:
         catalog.deployment("no-such-fleet")
     assert "seed-example" in str(info.value)
+
+
+def test_kv_pool_of_free_memory_leaves_the_runtime_its_share(catalog):
+    """TensorRT-LLM reads its fraction of the memory left after weights, activations, its
+    runtime and NCCL buffers, less the block pool's 1.5%; vLLM reads it of the whole device."""
+    from pipelines.roofline.deployment import (
+        GIB, TRTLLM_BLOCK_POOL_OVERHEAD, TRTLLM_NCCL_BYTES_TP2, TRTLLM_RUNTIME_BYTES)
+
+    free = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8",
+                         kv_memory_basis="free")
+    total = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8")
+    left = (free.gpu.memory_gib * GIB - free.weight_bytes_per_gpu - free.activation_bytes_per_gpu
+            - TRTLLM_RUNTIME_BYTES - TRTLLM_NCCL_BYTES_TP2)
+    pool = 0.9 * left * (1 - TRTLLM_BLOCK_POOL_OVERHEAD)
+    assert free.kv_capacity_tokens == int(pool // free.kv_bytes_per_token) // 16 * 16
+    assert free.kv_capacity_tokens < total.kv_capacity_tokens
+    assert catalog.deployment("seed-example").scheduler.kv_memory_basis == "total"
 
 
 def test_no_fp8_gpu_names_the_gpu(catalog):
