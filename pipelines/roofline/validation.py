@@ -55,7 +55,9 @@ from pipelines.roofline.frontend import FRONTEND_S
 # to True", docs features/long-sequence). trtllm-bench: the same with the perf overview's
 # `--kv_cache_free_gpu_mem_fraction 0.95` ("better performance than the default setting of
 # 0.90"). trtllm-serving: the Triton TensorRT-LLM backend of the perf overview's online table.
-# vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass).
+# vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass). sglang: SGLang's defaults differ in
+# detail (its static memory fraction and prefill chunk depend on the GPU and tp), but its rows here
+# (at most 64 clients) never fill the KV cache, so vLLM's defaults stand in.
 TRTLLM_DEFAULTS = {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.9,
                    "kv_memory_basis": "free", "chunked_prefill": False}
 ENGINE_SCHEDULER = {
@@ -64,6 +66,7 @@ ENGINE_SCHEDULER = {
     "trtllm-serving": {"max_batched_tokens": 8192, "chunked_prefill": False,
                        "kv_memory_basis": "free"},
     "vllm": {},
+    "sglang": {},
     "vllm-2023": {"stack": "vllm-2023"},
 }
 # Engines whose tpot_s rows are an end-to-end batch latency divided by the output length.
