@@ -6,8 +6,9 @@ degree, dtypes, serving engine, request shape and one measured figure:
 - ttft_s: time to first token of a lone request (batch 1) = `prefill_s(prompt)`; with batch b > 1
   (a static batch of b prompts prefilled together) the prefill of b * prompt tokens.
 - tpot_s: time per output token of a batch of b sequences decoding `output` tokens after a
-  `prompt`-token prompt: the mean decode step over the output, plus (for b > 1 static batches
-  measured end to end, the `e2e_over_output` engines) the batch's prefill spread over the output.
+  `prompt`-token prompt: the mean decode step over the output, plus, for the E2E_OVER_OUTPUT
+  engines (vLLM's benchmark_latency measures the whole batch end to end, at any b, 1 included),
+  the batch's prefill spread over the output.
 - max_throughput_tok_s: output tokens/s under unbounded load (`Deployment.max_throughput_tok_s`).
 - rows with a `qps` (online serving at a request rate): mean TTFT / mean time per output token of
   the replay (pipelines.replay, the same engine the reports use) of SERVED_REQUESTS identical
@@ -54,7 +55,8 @@ from pipelines.roofline.frontend import FRONTEND_S
 # unless asked for ("To enable chunked context, please set the enable_chunked_prefill in LLM API
 # to True", docs features/long-sequence). trtllm-bench: the same with the perf overview's
 # `--kv_cache_free_gpu_mem_fraction 0.95` ("better performance than the default setting of
-# 0.90"). trtllm-serving: the Triton TensorRT-LLM backend of the perf overview's online table.
+# 0.90"). trtllm-serving: the Triton TensorRT-LLM backend of the perf overview's online table, at
+# TensorRT-LLM's defaults.
 # vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass). sglang: SGLang's defaults differ in
 # detail (its static memory fraction and prefill chunk depend on the GPU and tp), but its rows here
 # (at most 64 clients) never fill the KV cache, so vLLM's defaults stand in.
@@ -63,8 +65,7 @@ TRTLLM_DEFAULTS = {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_frac
 ENGINE_SCHEDULER = {
     "trtllm": TRTLLM_DEFAULTS,
     "trtllm-bench": {**TRTLLM_DEFAULTS, "kv_memory_fraction": 0.95},
-    "trtllm-serving": {"max_batched_tokens": 8192, "chunked_prefill": False,
-                       "kv_memory_basis": "free"},
+    "trtllm-serving": TRTLLM_DEFAULTS,
     "vllm": {},
     "sglang": {},
     "vllm-2023": {"stack": "vllm-2023"},

@@ -122,13 +122,30 @@ def test_kv_pool_of_free_memory_leaves_the_runtime_its_share(catalog):
 
     free = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8",
                          kv_memory_basis="free")
-    total = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8")
     left = (free.gpu.memory_gib * GIB - free.weight_bytes_per_gpu - free.activation_bytes_per_gpu
             - TRTLLM_RUNTIME_BYTES - TRTLLM_NCCL_BYTES_TP2)
     pool = 0.9 * left * (1 - TRTLLM_BLOCK_POOL_OVERHEAD)
     assert free.kv_capacity_tokens == int(pool // free.kv_bytes_per_token) // 16 * 16
-    assert free.kv_capacity_tokens < total.kv_capacity_tokens
+    # all of the memory: vLLM's reading gives the KV cache everything beyond weights and
+    # activations, TensorRT-LLM's still leaves its runtime and NCCL buffers their share
+    everything = {"model": "llama-3.1-70b", "gpu": "h100-sxm", "tp": 2, "weights": "fp8",
+                  "kv_memory_fraction": 1.0}
+    of_free = catalog.build(**everything, kv_memory_basis="free").kv_capacity_tokens
+    of_total = catalog.build(**everything).kv_capacity_tokens
+    kept = (of_total - of_free) * free.kv_bytes_per_token
+    assert kept > TRTLLM_RUNTIME_BYTES + TRTLLM_NCCL_BYTES_TP2
     assert catalog.deployment("seed-example").scheduler.kv_memory_basis == "total"
+
+
+def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(tmp_path):
+    """kv_memory_basis is optional in deployments.csv (files written before it existed)."""
+    for table in TABLES:
+        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
+    pl.read_csv(tmp_path / "deployments.csv").drop("kv_memory_basis").write_csv(
+        tmp_path / "deployments.csv")
+    old = load_catalog(tmp_path).deployment("seed-example")
+    assert old.scheduler.kv_memory_basis == "total"
+    assert old.kv_capacity_tokens == load_catalog().deployment("seed-example").kv_capacity_tokens
 
 
 def test_no_fp8_gpu_names_the_gpu(catalog):
