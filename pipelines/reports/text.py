@@ -4,6 +4,7 @@ pipelines/reports/html.py (report.html) render."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -159,9 +160,10 @@ def levers(shapes: pl.DataFrame) -> list[str]:
             f"→ {r['lever']}" for r in grouped.iter_rows(named=True)]
 
 
-def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
+def report_blocks(t: ReportTables, deployment: str, caveats: Sequence[str] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
-    ("chart", stem). Text may hold **bold** and `code`."""
+    ("chart", stem). Text may hold **bold** and `code`. `caveats`: the `roofline.caveat` of the
+    replayed deployments, said right under the deployment's name."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios = t.what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day")
     skipped = scenarios.filter(pl.col("skipped").is_not_null())
@@ -173,6 +175,7 @@ def report_blocks(t: ReportTables, deployment: str) -> list[tuple]:
         ("p", "**" + headline(t) + "**"),
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
         ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
+        *[("p", f"**Caveat:** {c}") for c in caveats],
         ("h2", "Fleet"),
         ("ul", summary_lines(t.fleet_summary)),
         ("h2", "Request shapes by share of spend"),
@@ -222,6 +225,7 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
     return block[1]
 
 
-def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str]) -> str:
+def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
+                    caveats: Sequence[str] = ()) -> str:
     """report.md; `charts` maps each chart stem to the PNG path to link."""
-    return "\n\n".join(_markdown_block(b, charts) for b in report_blocks(t, deployment)) + "\n"
+    return "\n\n".join(_markdown_block(b, charts) for b in report_blocks(t, deployment, caveats)) + "\n"

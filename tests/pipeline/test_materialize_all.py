@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipelines.definitions import defs
-from pipelines.warehouse import scalar
+from pipelines.reports.text import CHARTS, ReportTables, headline_facts, report_markdown
+from pipelines.warehouse import run_sql, scalar
 
 SAMPLE_ROWS = 8_819 + 19_366
 
@@ -114,8 +115,6 @@ def test_timeline_covers_the_replay(demo_conn):
 
 def test_headline_numbers_come_from_the_tables(demo_run, demo_conn):
     """Every number in the headline is the rounded value of the table cell its source names."""
-    from pipelines.reports.text import ReportTables, headline_facts
-
     tables = ReportTables.read(demo_conn)
     facts = headline_facts(tables)
     decode = scalar(demo_conn, "SELECT pct_spend FROM stage_breakdown WHERE shape = 'all' AND stage = 'decode'")
@@ -131,6 +130,19 @@ def test_headline_numbers_come_from_the_tables(demo_run, demo_conn):
     assert f"'{best[0][0]}'" in facts[3].text and f"${-best[0][1]:,.0f}/day" in facts[3].text
     report = (demo_run / "reports" / "report.md").read_text()
     assert all(f.source in report for f in facts)
+
+
+def test_report_says_the_caveats_it_is_given(demo_conn):
+    """The demo's deployment (Llama-3.1-70B on H100) has no physics caveat, so its report says
+    none; given one, the report says it right under the deployment's name."""
+    tables = ReportTables.read(demo_conn)
+    assert run_sql(demo_conn, "report_caveats").fetchall() == []
+    charts = {stem: f"{stem}.png" for stem in CHARTS}
+    plain = report_markdown(tables, "azure-2023-70b-h100", charts)
+    warned = report_markdown(tables, "azure-2023-70b-h100", charts, ["azure-2023-70b-h100: it is off"])
+    assert "Caveat" not in plain
+    deployment_line = "Deployment replayed: `azure-2023-70b-h100`"
+    assert warned.index("**Caveat:** azure-2023-70b-h100: it is off") > warned.index(deployment_line)
 
 
 def test_report_files(demo_run):

@@ -69,15 +69,16 @@ def report_charts_files(duckdb: DuckDBResource) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=metadata)
 
 
-@dg.asset(group_name="reports", deps=[*REPORT_DEPS, "report_charts_files"])
+@dg.asset(group_name="reports", deps=[*REPORT_DEPS, "report_charts_files", "roofline"])
 def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
-    """report.md and report.html: the headline (with where each number comes from), the charts
-    and the tables."""
+    """report.md and report.html: the headline (with where each number comes from), the charts,
+    the tables, and the physics caveats of the replayed deployment (roofline.caveat)."""
     with duckdb.get_connection() as conn:
         tables = ReportTables.read(conn)
         deployment = scalar(conn,
             "SELECT string_agg(DISTINCT deployment, ', ') FROM request_stages WHERE scenario = 'baseline'"
         )
+        caveats = [row[0] for row in run_sql(conn, "report_caveats").fetchall()]
     directory = settings.reports_dir()
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
@@ -85,8 +86,9 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
         specs = load_chart_specs(directory, CHARTS)
     except FileNotFoundError as exc:
         raise dg.Failure(f"{exc.filename} is missing: materialize report_charts_files first") from None
-    md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs}))
-    page.write_text(report_html(tables, deployment, specs))
+    md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs},
+                                  caveats))
+    page.write_text(report_html(tables, deployment, specs, caveats))
     return dg.MaterializeResult(metadata={
         "report_md": dg.MetadataValue.path(str(md)),
         "report_html": dg.MetadataValue.path(str(page)),

@@ -1,0 +1,50 @@
+"""Classes of deployment whose costs the physics is known to get wrong by more than a third,
+said next to the numbers they qualify.
+
+The validation table (bench/validation/published_measurements.csv, docs/physics.md §5) shows
+where the default factors miss published measurements by more than 35%. Most of those misses
+fall into two classes of deployment; a user costing such a fleet should read the warning where
+the cost is reported (the `roofline` table's `caveat`, the report), not only in the docs.
+tests/roofline/test_caveats.py ties each caveat to its evidence: every row beyond 35% falls
+under a caveat or is one of the single rows docs/physics.md §5 explains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipelines.roofline.deployment import Deployment
+
+
+@dataclass(frozen=True)
+class Caveat:
+    name: str
+    applies: Callable[[Deployment], bool]
+    text: str
+
+
+CAVEATS = (
+    Caveat(
+        "mla-moe",
+        lambda d: d.model.attention == "MLA" and d.model.experts > 1,
+        "MLA with fine-grained MoE (DeepSeek-V3 class): published tensor-parallel runs (vLLM 0.7,"
+        " SGLang 0.4 on 8 x H200 and 8 x MI300X) take 1.7-3.6 x the modelled decode step and"
+        " 12-16 x the modelled prefill, so these costs are optimistic by that much; calibrate on"
+        " your own logs (docs/physics.md sections 5 and 6).",
+    ),
+    Caveat(
+        "cdna3-decode",
+        lambda d: d.gpu.family == "cdna3",
+        "MI300X decode: against AMD's and Oracle's vLLM runs the modelled batch-1 step is up to"
+        " 61% too slow and the batch-128 step up to 25% too fast (the cdna3 factors are"
+        " estimates, docs/physics.md sections 4 and 5); calibrate on your own logs.",
+    ),
+)
+
+
+def caveats(d: Deployment) -> list[str]:
+    """The caveats that apply to deployment `d`, in CAVEATS order."""
+    return [c.text for c in CAVEATS if c.applies(d)]
