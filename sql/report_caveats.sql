@@ -1,7 +1,12 @@
--- The physics caveats (roofline.caveat, pipelines/roofline/caveats.py) of the deployments the
--- baseline replay ran on, one line each, for the report to say under the deployment's name.
-SELECT DISTINCT deployment || ': ' || caveat AS caveat
+-- The physics caveats (pipelines/roofline/caveats.py) of what the report prices: the deployments
+-- the baseline replay ran on (roofline.caveat) and the what-if fleets (scenario_fleets.caveat),
+-- one line each; `section` says where the report puts it.
+SELECT DISTINCT 'baseline' AS section, deployment || ': ' || caveat AS caveat
 FROM roofline
 WHERE caveat <> ''
   AND deployment IN (SELECT DISTINCT deployment FROM request_stages WHERE scenario = 'baseline')
-ORDER BY caveat
+UNION
+SELECT DISTINCT 'what_if' AS section, 'what-if `' || scenario || '` (' || deployment || '): ' || caveat
+FROM scenario_fleets
+WHERE caveat <> ''
+ORDER BY section, caveat

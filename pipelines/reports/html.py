@@ -51,7 +51,7 @@ def _block(block: tuple) -> str:
 
 
 def report_html(t: ReportTables, deployment: str, specs: dict[str, dict],
-                caveats: Sequence[str] = ()) -> str:
+                caveats: Sequence[tuple[str, str]] = ()) -> str:
     """The whole page; `specs` maps each chart stem of text.CHARTS to its Vega-Lite spec (as
     charts.save_chart saved it); `caveats` as in text.report_blocks."""
     vl_version = "v" + "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])

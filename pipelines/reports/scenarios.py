@@ -34,6 +34,7 @@ from pipelines.replay import ReplayError, replay_fleet
 from pipelines.replay.api import MOONCAKE_HASH_TOKENS, STAGE_COLUMNS
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import Catalog
+from pipelines.roofline.caveats import caveats
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
 COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "tp": pl.Int64,
@@ -46,7 +47,7 @@ FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.Str
                 "kv_dtype": pl.String, "replicas": pl.Int64, "gpus_per_replica": pl.Int64,
                 "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
                 "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64,
-                "skipped": pl.String}
+                "skipped": pl.String, "caveat": pl.String}
 
 
 class ScenarioError(ValueError):
@@ -220,6 +221,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
                 "output_cap": s.output_cap, "usd_per_gpu_hour": price, "span_s": result.span_s,
                 "idle_gpu_s": result.idle_gpu_s, "skipped": None,
+                "caveat": " ".join(caveats(deployment)),
             }
             yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
             del result  # not held while the next trace replays
@@ -240,5 +242,5 @@ def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -
         "replicas": s.replicas or baseline.replicas, "gpus_per_replica": None,
         "max_seqs": s.max_seqs or baseline.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
         "output_cap": s.output_cap, "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None,
-        "skipped": reason,
+        "skipped": reason, "caveat": "",
     }

@@ -160,22 +160,26 @@ def levers(shapes: pl.DataFrame) -> list[str]:
             f"→ {r['lever']}" for r in grouped.iter_rows(named=True)]
 
 
-def report_blocks(t: ReportTables, deployment: str, caveats: Sequence[str] = ()) -> list[tuple]:
+def report_blocks(t: ReportTables, deployment: str,
+                  caveats: Sequence[tuple[str, str]] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
-    ("chart", stem). Text may hold **bold** and `code`. `caveats`: the `roofline.caveat` of the
-    replayed deployments, said right under the deployment's name."""
+    ("chart", stem). Text may hold **bold** and `code`. `caveats`: (section, text) rows of
+    sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
+    deployment's come first, before any dollar figure; a what-if fleet's under its table."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios = t.what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day")
     skipped = scenarios.filter(pl.col("skipped").is_not_null())
     scenarios = scenarios.filter(pl.col("skipped").is_null())
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS)] if t.chargeback.height else
                   [("p", "The traces name no model or tenant, so the `chargeback` table is empty.")])
+    baseline_caveats = [text for section, text in caveats if section == "baseline"]
+    what_if_caveats = [text for section, text in caveats if section == "what_if"]
     return [
         ("h1", "fleetspend report"),
+        *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
         ("p", "**" + headline(t) + "**"),
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
         ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
-        *[("p", f"**Caveat:** {c}") for c in caveats],
         ("h2", "Fleet"),
         ("ul", summary_lines(t.fleet_summary)),
         ("h2", "Request shapes by share of spend"),
@@ -200,6 +204,8 @@ def report_blocks(t: ReportTables, deployment: str, caveats: Sequence[str] = ())
               "Per-shape deltas are in the `what_if` table."),
         ("chart", "what_if"),
         ("table", scenarios, WHAT_IF_COLUMNS),
+        *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),
+           ("ul", what_if_caveats)] if what_if_caveats else []),
         *([("p", "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"),
            ("ul", [f"`{r['scenario']}`: {r['skipped']}" for r in skipped.iter_rows(named=True)])]
           if skipped.height else []),
@@ -226,6 +232,6 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
 
 
 def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
-                    caveats: Sequence[str] = ()) -> str:
+                    caveats: Sequence[tuple[str, str]] = ()) -> str:
     """report.md; `charts` maps each chart stem to the PNG path to link."""
     return "\n\n".join(_markdown_block(b, charts) for b in report_blocks(t, deployment, caveats)) + "\n"

@@ -4,9 +4,10 @@ said next to the numbers they qualify.
 The validation table (bench/validation/published_measurements.csv, docs/physics.md §5) shows
 where the default factors miss published measurements by more than 35%. Most of those misses
 fall into two classes of deployment; a user costing such a fleet should read the warning where
-the cost is reported (the `roofline` table's `caveat`, the report), not only in the docs.
-tests/roofline/test_caveats.py ties each caveat to its evidence: every row beyond 35% falls
-under a caveat or is one of the single rows docs/physics.md §5 explains.
+the cost is reported (the `caveat` of the `roofline` and `scenario_fleets` tables, the report),
+not only in the docs. tests/roofline/test_validation.py ties each caveat to its evidence: every
+row beyond 35% falls under a caveat or is one of the single rows docs/physics.md §5 explains,
+and each caveat has a row only it covers.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ CAVEATS = (
     Caveat(
         "mla-moe",
         lambda d: d.model.attention == "MLA" and d.model.experts > 1,
-        "MLA with fine-grained MoE (DeepSeek-V3 class): published tensor-parallel runs (vLLM 0.7,"
-        " SGLang 0.4 on 8 x H200 and 8 x MI300X) take 1.7-3.6 x the modelled decode step and"
-        " 12-16 x the modelled prefill, so these costs are optimistic by that much; calibrate on"
-        " your own logs (docs/physics.md sections 5 and 6).",
+        "MLA with fine-grained MoE (DeepSeek-V3 class): in published tensor-parallel runs (vLLM"
+        " 0.7, SGLang 0.4 on 8 x H200 and 8 x MI300X) a decode step takes 1.7-3.6 x the modelled"
+        " one, the time to first token at 4 clients 12-16 x, and throughput is 2.1-3.7 x below"
+        " the modelled, so GPU time and dollars here are too low by about that much; calibrate"
+        " on your own logs (docs/physics.md sections 5 and 6).",
     ),
     Caveat(
         "cdna3-decode",

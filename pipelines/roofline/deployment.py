@@ -358,7 +358,8 @@ class Deployment:
         return batch * output_tokens / seconds
 
     def as_row(self) -> dict:
-        """The `roofline` table row: every coefficient the replay uses, readable in SQL."""
+        """The `roofline` table row: every coefficient the replay uses, readable in SQL, and the
+        physics caveat of this class of deployment (caveats.py; empty for most)."""
         return {
             "deployment": self.name,
             "model": self.model.model,

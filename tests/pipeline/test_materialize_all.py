@@ -132,17 +132,19 @@ def test_headline_numbers_come_from_the_tables(demo_run, demo_conn):
     assert all(f.source in report for f in facts)
 
 
-def test_report_says_the_caveats_it_is_given(demo_conn):
-    """The demo's deployment (Llama-3.1-70B on H100) has no physics caveat, so its report says
-    none; given one, the report says it right under the deployment's name."""
+def test_report_says_the_caveats_it_is_given(demo_run, demo_conn):
+    """The demo's deployment (Llama-3.1-70B on H100) and its what-if fleets (H200, B200, fp8,
+    ...) carry no physics caveat, so the report says none; given some, a baseline caveat comes
+    before the first dollar figure and a what-if fleet's under the what-if table."""
     tables = ReportTables.read(demo_conn)
     assert run_sql(demo_conn, "report_caveats").fetchall() == []
+    assert "Caveat" not in (demo_run / "reports" / "report.md").read_text()
     charts = {stem: f"{stem}.png" for stem in CHARTS}
-    plain = report_markdown(tables, "azure-2023-70b-h100", charts)
-    warned = report_markdown(tables, "azure-2023-70b-h100", charts, ["azure-2023-70b-h100: it is off"])
-    assert "Caveat" not in plain
-    deployment_line = "Deployment replayed: `azure-2023-70b-h100`"
-    assert warned.index("**Caveat:** azure-2023-70b-h100: it is off") > warned.index(deployment_line)
+    warned = report_markdown(tables, "azure-2023-70b-h100", charts,
+                             [("baseline", "azure-2023-70b-h100: it is off"),
+                              ("what_if", "what-if `b200`: so is this")])
+    assert warned.index("**Caveat:** azure-2023-70b-h100: it is off") < warned.index("$")
+    assert warned.index("## What would cut it") < warned.index("- what-if `b200`: so is this")
 
 
 def test_report_files(demo_run):

@@ -15,6 +15,7 @@ from pipelines.defs.reports.assets import report
 from pipelines.reports.charts import report_charts
 from pipelines.reports.html import report_html
 from pipelines.reports.text import CHARTS, ReportTables
+from pipelines.warehouse import run_sql
 
 
 @pytest.fixture()
@@ -33,8 +34,9 @@ def test_every_chart_spec_is_saved_and_the_page_matches_fresh_charts(demo_run):
         tables = ReportTables.read(conn)
         deployment = conn.sql("SELECT string_agg(DISTINCT deployment, ', ') FROM request_stages"
                               " WHERE scenario = 'baseline'").fetchall()[0][0]
+        caveats = run_sql(conn, "report_caveats").fetchall()
     fresh = {stem: chart.to_dict() for stem, chart in report_charts(tables).items()}
-    assert (reports / "report.html").read_text() == report_html(tables, deployment, fresh)
+    assert (reports / "report.html").read_text() == report_html(tables, deployment, fresh, caveats)
 
 
 def test_report_embeds_the_saved_specs(copied_run):

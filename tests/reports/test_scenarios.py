@@ -178,6 +178,17 @@ def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, con
     assert fleets["skipped"].is_null().all()
 
 
+def test_a_what_if_fleet_carries_its_physics_caveat(catalog, baseline, conv_head):
+    """A GPU swap to an MI300X is priced, and its fleet row says what the physics gets wrong
+    there (caveats.py), for the report to repeat; the H100 baseline's swaps to H200 carry none."""
+    _, fleets = _collect(replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")),
+                                          catalog, baseline,
+                                          [Scenario("mi300x", "d", gpu="mi300x"),
+                                           Scenario("h200", "d", gpu="h200-sxm")]))
+    by_scenario = dict(zip(fleets["scenario"], fleets["caveat"], strict=True))
+    assert by_scenario["mi300x"].startswith("MI300X decode") and by_scenario["h200"] == ""
+
+
 def test_runs_are_replayed_one_at_a_time(catalog, baseline, conv_head):
     """Nothing is replayed before it is asked for, and each run's rows come in slices: the
     caller stages them, no scenario's full stages frame is held alongside another's."""

@@ -1,9 +1,8 @@
-"""Each physics caveat names a class of deployment the validation table shows out of reach, and
-the rows beyond 35% are those classes plus the single rows docs/physics.md §5 explains."""
+"""Physics caveats: which deployments they name, and that the report's query finds those of the
+replayed and what-if deployments. (That every row beyond 35% is under a caveat or explained is
+tests/roofline/test_validation.py::test_rows_beyond_35_percent_are_caveats_or_explained.)"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import duckdb
 import polars as pl
@@ -11,16 +10,7 @@ import pytest
 
 from pipelines.roofline import load_catalog
 from pipelines.roofline.caveats import CAVEATS, caveats
-from pipelines.roofline.validation import deployment_for, read_measurements, validate
 from pipelines.warehouse import run_sql, write_table
-
-TABLE = Path(__file__).resolve().parents[2] / "bench" / "validation" / "published_measurements.csv"
-# Rows beyond 35% that are explained one by one in docs/physics.md §5, not by a class.
-EXPLAINED_ROWS = {
-    ("vllm-2023", "a100-80gb-sxm", 8, "ttft_s", 8192, None),
-    ("vllm-2023", "h100-sxm", 8, "ttft_s", 8192, None),
-    ("trtllm", "h100-sxm", 2, "ttft_s", 5000, 100),  # the KV-cache knee
-}
 
 
 @pytest.fixture(scope="module")
@@ -39,28 +29,17 @@ def test_caveats_name_the_classes(catalog):
     assert "DeepSeek-V3" in deepseek.as_row()["caveat"] and h100.as_row()["caveat"] == ""
 
 
-def test_every_row_beyond_35_percent_is_a_caveat_or_explained(catalog):
-    validated = validate(catalog, read_measurements(TABLE))
-    worst = validated.filter(pl.col("error").abs() > 0.35)
-    unexplained = [
-        row for row in worst.iter_rows(named=True)
-        if not caveats(deployment_for(catalog, row))
-        and (row["engine"], row["gpu"], row["tp"], row["metric"], row["prompt_tokens"],
-             row["concurrency"]) not in EXPLAINED_ROWS
-    ]
-    assert not unexplained, unexplained
-    # each caveat is earned: some row under it misses by more than 35%
-    for caveat in CAVEATS:
-        assert any(caveat.applies(deployment_for(catalog, row))
-                   for row in worst.iter_rows(named=True)), caveat.name
-
-
-def test_report_caveats_are_those_of_the_replayed_deployments():
+def test_report_caveats_are_those_of_the_replayed_and_what_if_deployments():
     conn = duckdb.connect()
     write_table(conn, "roofline", pl.DataFrame({
-        "deployment": ["dense", "deepseek", "unused-mi300x"],
-        "caveat": ["", "MLA caveat", "MI300X caveat"]}))
+        "deployment": ["dense", "deepseek", "unused"], "caveat": ["", "MLA caveat", "MI300X caveat"]}))
     write_table(conn, "request_stages", pl.DataFrame({
-        "deployment": ["dense", "deepseek", "unused-mi300x"],
-        "scenario": ["baseline", "baseline", "gpu_mi300x"]}))
-    assert run_sql(conn, "report_caveats").fetchall() == [("deepseek: MLA caveat",)]
+        "deployment": ["dense", "deepseek"], "scenario": ["baseline", "baseline"]}))
+    write_table(conn, "scenario_fleets", pl.DataFrame({
+        "scenario": ["h200", "mi300x", "mi300x"],  # one row per trace
+        "deployment": ["dense@h200", "dense@mi300x", "dense@mi300x"],
+        "caveat": ["", "MI300X caveat", "MI300X caveat"]}))
+    assert run_sql(conn, "report_caveats").fetchall() == [
+        ("baseline", "deepseek: MLA caveat"),
+        ("what_if", "what-if `mi300x` (dense@mi300x): MI300X caveat"),
+    ]

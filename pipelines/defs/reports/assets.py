@@ -78,7 +78,7 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
         deployment = scalar(conn,
             "SELECT string_agg(DISTINCT deployment, ', ') FROM request_stages WHERE scenario = 'baseline'"
         )
-        caveats = [row[0] for row in run_sql(conn, "report_caveats").fetchall()]
+        caveats = run_sql(conn, "report_caveats").fetchall()
     directory = settings.reports_dir()
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
