@@ -28,7 +28,8 @@ KV_CAPACITY = Path(__file__).resolve().parent / "validation" / "trtllm_kv_capaci
 
 
 def main(argv: list[str]) -> None:
-    validated = validate(load_catalog(), read_measurements(TABLE))
+    catalog = load_catalog()
+    validated = validate(catalog, read_measurements(TABLE))
     pl.Config.set_tbl_rows(200).set_tbl_cols(20).set_tbl_width_chars(200)
     if "--rows" in argv:
         print(validated.select("source", "model", "gpu", "tp", "weight_dtype", "metric",
@@ -39,7 +40,7 @@ def main(argv: list[str]) -> None:
         print(summary(validated, by=("source", "metric")))
     print(f"{validated.height} rows from {validated['source'].n_unique()} sources")
     print(summary(validated))
-    sizing = validate_kv_capacity(load_catalog(), pl.read_csv(KV_CAPACITY))
+    sizing = validate_kv_capacity(catalog, pl.read_csv(KV_CAPACITY))
     print(f"KV capacity: {sizing.height} measured maximum batches, predicted within"
           f" {sizing['error'].abs().median():.1%} (median) / {sizing['error'].abs().max():.1%} (worst)")
     if "--rows" in argv:

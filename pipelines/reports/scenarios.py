@@ -34,7 +34,7 @@ from pipelines.replay import ReplayError, replay_fleet
 from pipelines.replay.api import MOONCAKE_HASH_TOKENS, STAGE_COLUMNS
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import Catalog
-from pipelines.roofline.caveats import caveats
+from pipelines.roofline.caveats import caveat_column
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
 COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "tp": pl.Int64,
@@ -221,7 +221,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
                 "output_cap": s.output_cap, "usd_per_gpu_hour": price, "span_s": result.span_s,
                 "idle_gpu_s": result.idle_gpu_s, "skipped": None,
-                "caveat": " ".join(caveats(deployment)),
+                "caveat": caveat_column(deployment),
             }
             yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
             del result  # not held while the next trace replays

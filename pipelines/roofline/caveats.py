@@ -50,3 +50,9 @@ CAVEATS = (
 def caveats(d: Deployment) -> list[str]:
     """The caveats that apply to deployment `d`, in CAVEATS order."""
     return [c.text for c in CAVEATS if c.applies(d)]
+
+
+def caveat_column(d: Deployment) -> str:
+    """The `caveat` cell of a table row about `d` (roofline, scenario_fleets): its caveats as
+    one text, empty when none applies."""
+    return " ".join(caveats(d))

@@ -69,7 +69,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from pipelines.roofline import step
-from pipelines.roofline.caveats import caveats
+from pipelines.roofline.caveats import caveat_column
 
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads stay in bf16
@@ -396,5 +396,5 @@ class Deployment:
             "net_tail_s": self.network.tail_s,
             "price_provider": self.price_provider,
             "price_plan": self.price_plan,
-            "caveat": " ".join(caveats(self)),
+            "caveat": caveat_column(self),
         }
