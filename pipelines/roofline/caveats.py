@@ -31,11 +31,14 @@ CAVEATS = (
     Caveat(
         "mla-moe",
         lambda d: d.model.attention == "MLA" and d.model.experts > 1,
-        "MLA with fine-grained MoE (DeepSeek-V3 class): in published tensor-parallel runs (vLLM"
-        " 0.7, SGLang 0.4 on 8 x H200 and 8 x MI300X) a decode step takes 1.7-3.6 x the modelled"
-        " one, the time to first token at 4 clients 12-16 x, and throughput is 2.1-3.7 x below"
-        " the modelled, so GPU time and dollars here are too low by about that much; calibrate"
-        " on your own logs (docs/physics.md sections 5 and 6).",
+        "MLA with fine-grained MoE (DeepSeek-V3 class): the modelled time per output token"
+        " depends on the serving stack more than for any other model. Against InferenceX's"
+        " tensor-parallel runs of late 2025 to March 2026 (SGLang 0.5.6-0.5.9, TensorRT-LLM, 8 x"
+        " H200 or 4-8 x B200) it is between 34% too short and 36% too long (median 13% too"
+        " long); on 8 x MI300X (SGLang 0.5.9) a measured step takes 1.6-2.2 x the modelled"
+        " one, and on the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.7-3.6 x, with"
+        " throughput 2.1-3.7 x below the modelled. GPU time and dollars here are uncertain by that much; calibrate on your own"
+        " logs (docs/physics.md sections 5 and 6).",
     ),
     Caveat(
         "cdna3-decode",

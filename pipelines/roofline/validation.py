@@ -32,8 +32,12 @@ degree, dtypes, serving engine, request shape and one measured figure:
   same at both ends (streamed tokens pass through the front end one after another).
 
 Predictions use the catalog's default efficiency factors: nothing is fitted to these rows. The
-engine column sets the scheduler limits the publication states or the engine defaults to, and
-the serving stack whose catalog factors apply (ENGINE_SCHEDULER); nothing per row.
+engine column sets the engine's default scheduler limits and the serving stack whose catalog
+factors apply (ENGINE_SCHEDULER); a row whose source states the server's own limits carries them
+in the optional SCHEDULER_COLUMNS (max_seqs: SGLang `--max-running-requests`, TensorRT-LLM
+max_batch_size; max_batched_tokens: `--chunked-prefill-size`, max_num_tokens;
+kv_memory_fraction: `--mem-fraction-static`, free_gpu_memory_fraction), which override the
+engine's defaults for that row only.
 """
 
 from __future__ import annotations
@@ -58,8 +62,9 @@ from pipelines.roofline.frontend import FRONTEND_S
 # 0.90"). trtllm-serving: the Triton TensorRT-LLM backend of the perf overview's online table, at
 # TensorRT-LLM's defaults.
 # vllm / vllm-2023: vLLM's defaults (the Scheduler dataclass). sglang: SGLang's defaults differ in
-# detail (its static memory fraction and prefill chunk depend on the GPU and tp), but its rows here
-# (at most 64 clients) never fill the KV cache, so vLLM's defaults stand in.
+# detail (its static memory fraction and prefill chunk depend on the GPU and tp); vLLM's stand in
+# for the rows that state no limits of their own (at most 64 clients, which never fill the KV
+# cache), and the rows that do state them carry them in SCHEDULER_COLUMNS.
 TRTLLM_DEFAULTS = {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.9,
                    "kv_memory_basis": "free", "chunked_prefill": False}
 ENGINE_SCHEDULER = {
@@ -85,12 +90,13 @@ MAX_PASSES = 300
 
 def deployment_for(catalog: Catalog, row: dict, **scheduler) -> Deployment:
     """The deployment a measurement row describes: its engine's scheduler limits, overridden by
-    any `scheduler` settings the measurement states."""
+    the limits the row states (SCHEDULER_COLUMNS), then by any `scheduler` settings given."""
     if row["engine"] not in ENGINE_SCHEDULER:
         raise ValueError(f"engine {row['engine']!r}: expected one of {', '.join(ENGINE_SCHEDULER)}")
+    stated = {c: row[c] for c in SCHEDULER_COLUMNS if row.get(c) not in (None, "")}
     return catalog.build(
         model=row["model"], gpu=row["gpu"], tp=int(row["tp"]), weights=row["weight_dtype"],
-        kv_cache=row["kv_dtype"], **{**ENGINE_SCHEDULER[row["engine"]], **scheduler},
+        kv_cache=row["kv_dtype"], **{**ENGINE_SCHEDULER[row["engine"]], **stated, **scheduler},
     )
 
 
@@ -199,13 +205,17 @@ REQUIRED_COLUMNS = ("engine", "model", "gpu", "tp", "weight_dtype", "kv_dtype", 
                     "measured_at")
 
 
-# Columns mostly empty (a load applies to few rows), typed here rather than guessed by the reader.
+# Columns mostly empty (a load applies to few rows, stated server limits to few sources), typed
+# here rather than guessed by the reader.
 LOAD_COLUMNS = {"batch": pl.Int64, "qps": pl.Float64, "concurrency": pl.Int64}
+SCHEDULER_COLUMNS = {"max_seqs": pl.Int64, "max_batched_tokens": pl.Int64,
+                     "kv_memory_fraction": pl.Float64}
 
 
 def read_measurements(path) -> pl.DataFrame:
-    """The measurement table (a CSV of REQUIRED_COLUMNS plus source, url and notes)."""
-    return pl.read_csv(path, schema_overrides=LOAD_COLUMNS)
+    """The measurement table (a CSV of REQUIRED_COLUMNS, the optional SCHEDULER_COLUMNS, source,
+    url and notes)."""
+    return pl.read_csv(path, schema_overrides={**LOAD_COLUMNS, **SCHEDULER_COLUMNS})
 
 
 def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:

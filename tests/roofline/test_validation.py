@@ -52,12 +52,12 @@ def test_table_is_sourced_and_broad(validated):
 def test_median_errors_are_the_documented_ones(validated):
     """The figures docs/physics.md §5 reports, as a guard against regressions: the issue's 10%
     target holds for TTFT, max-load throughput and closed-loop throughput; time per output token
-    misses it (13.0%) on the rows of the two groups the physics does not reach, DeepSeek-V3
+    misses it (15.3%) on the rows of the two groups the physics does not reach, DeepSeek-V3
     under tensor parallelism and MI300X decode batches, and is 6.6% without them."""
     medians = dict(summary(validated).select("metric", "median_abs_error").iter_rows())
     assert medians["ttft_s"] < 0.10 and medians["max_throughput_tok_s"] < 0.10
     assert medians["output_tok_s"] < 0.10
-    assert medians["tpot_s"] < 0.135
+    assert medians["tpot_s"] < 0.16
     reached = validated.filter((pl.col("model") != "deepseek-v3") & (pl.col("gpu") != "mi300x"))
     assert summary(reached).filter(pl.col("median_abs_error") > 0.10).height == 0
 
@@ -91,6 +91,43 @@ def test_rows_beyond_35_percent_are_caveats_or_explained(validated):
     assert not unexplained, unexplained
     for caveat in CAVEATS:
         assert any(found == [caveat.text] for _, found in worst), caveat.name
+
+
+def test_current_stack_deepseek_decode_is_the_caveats_figure(validated):
+    """DeepSeek-R1 under tensor parallelism on the NVIDIA stacks of late 2025 to March 2026
+    (InferenceX: SGLang 0.5.6-0.5.9 and TensorRT-LLM on H200 and B200): the modelled time per
+    output token is between 34% too short and 36% too long, median 13% too long, as the mla-moe
+    caveat says; on MI300X 1.6-2.2 x too short; on the early-2025 stacks (dstack) 1.7-3.6 x."""
+    rows = validated.filter(pl.col("source") == "inferencex")
+    nvidia = rows.filter(pl.col("gpu") != "mi300x")
+    assert nvidia.height == 69 and set(nvidia["gpu"]) == {"h200-sxm", "b200"}
+    assert -0.35 < nvidia["error"].min() and nvidia["error"].max() < 0.37
+    assert 0.10 < nvidia["error"].median() < 0.16
+    mi300x = 1.0 / (1.0 + rows.filter(pl.col("gpu") == "mi300x")["error"])
+    assert 1.55 < mi300x.min() and mi300x.max() < 2.25
+    caveat = next(c.text for c in CAVEATS if c.name == "mla-moe")
+    assert "34% too short and 36% too long (median 13% too long)" in caveat and "1.6-2.2 x" in caveat
+
+
+def test_rows_state_their_server_limits():
+    """A row whose source states the server's limits (InferenceX's --max-running-requests,
+    --chunked-prefill-size, --mem-fraction-static) is predicted with them; a row without keeps
+    its engine's defaults."""
+    catalog = load_catalog()
+    row = {"engine": "sglang", "model": "deepseek-v3", "gpu": "h200-sxm", "tp": 8,
+           "weight_dtype": "fp8", "kv_dtype": "bf16"}
+    stated = validation.deployment_for(catalog, {**row, "max_seqs": 256,
+                                                 "max_batched_tokens": 32768,
+                                                 "kv_memory_fraction": 0.82})
+    default = validation.deployment_for(catalog, {**row, "max_seqs": None})
+    assert (stated.scheduler.max_seqs, stated.scheduler.max_batched_tokens,
+            stated.scheduler.kv_memory_fraction) == (256, 32768, 0.82)
+    assert default.scheduler == validation.deployment_for(catalog, row).scheduler
+    assert stated.kv_capacity_tokens < default.kv_capacity_tokens
+    table = read_measurements(TABLE)
+    assert set(validation.SCHEDULER_COLUMNS) <= set(table.columns)
+    assert table.filter(pl.col("max_batched_tokens").is_not_null())["source"].unique().to_list() \
+        == ["inferencex"]
 
 
 def test_tensorrt_llm_kv_capacity_reproduces_the_measured_maximum_batches():
