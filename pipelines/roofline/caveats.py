@@ -37,8 +37,8 @@ CAVEATS = (
         " H200 or 4-8 x B200) it is between 34% too short and 36% too long (median 13% too"
         " long); on 8 x MI300X (SGLang 0.5.9) a measured step takes 1.6-2.2 x the modelled"
         " one, and on the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.7-3.6 x, with"
-        " throughput 2.1-3.7 x below the modelled. GPU time and dollars here are uncertain by that much; calibrate on your own"
-        " logs (docs/physics.md sections 5 and 6).",
+        " throughput 2.1-3.7 x below the modelled. GPU time and dollars here are uncertain by"
+        " that much; calibrate on your own logs (docs/physics.md sections 5 and 6).",
     ),
     Caveat(
         "cdna3-decode",

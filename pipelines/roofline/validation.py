@@ -88,15 +88,15 @@ CLOSED_LOOP_SEEDS = 4
 MAX_PASSES = 300
 
 
-def deployment_for(catalog: Catalog, row: dict, **scheduler) -> Deployment:
+def deployment_for(catalog: Catalog, row: dict) -> Deployment:
     """The deployment a measurement row describes: its engine's scheduler limits, overridden by
-    the limits the row states (SCHEDULER_COLUMNS), then by any `scheduler` settings given."""
+    the limits the row states (SCHEDULER_COLUMNS)."""
     if row["engine"] not in ENGINE_SCHEDULER:
         raise ValueError(f"engine {row['engine']!r}: expected one of {', '.join(ENGINE_SCHEDULER)}")
     stated = {c: row[c] for c in SCHEDULER_COLUMNS if row.get(c) not in (None, "")}
     return catalog.build(
         model=row["model"], gpu=row["gpu"], tp=int(row["tp"]), weights=row["weight_dtype"],
-        kv_cache=row["kv_dtype"], **{**ENGINE_SCHEDULER[row["engine"]], **stated, **scheduler},
+        kv_cache=row["kv_dtype"], **{**ENGINE_SCHEDULER[row["engine"]], **stated},
     )
 
 
@@ -233,13 +233,11 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
 def validate_kv_capacity(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     """Measured KV-cache capacities (bench/validation/trtllm_kv_capacity.csv: the most sequences
     of `tokens_per_sequence` tokens an engine held at once, with the max_batched_tokens and KV
-    memory fraction it ran with) with `predicted` = kv_capacity_tokens // tokens_per_sequence and
+    memory fraction it ran with, read as any row's stated limits) with `predicted` = kv_capacity_tokens // tokens_per_sequence and
     `error` = predicted / measured - 1: the check on the sizing that decides when a loaded
     replica starts to queue."""
     predicted = [
-        deployment_for(catalog, row, max_batched_tokens=row["max_batched_tokens"],
-                       kv_memory_fraction=row["kv_memory_fraction"]).kv_capacity_tokens
-        // row["tokens_per_sequence"]
+        deployment_for(catalog, row).kv_capacity_tokens // row["tokens_per_sequence"]
         for row in measurements.iter_rows(named=True)
     ]
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Int64)).with_columns(
