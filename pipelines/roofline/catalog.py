@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.roofline.deployment import (
+    ALLREDUCE_ROUNDS,
     DTYPE_BYTES,
     KV_MEMORY_BASES,
     Deployment,
@@ -35,7 +36,7 @@ REQUIRED_COLUMNS = {
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
     "gpu_efficiency": ("family", "stack", "compute_efficiency", "bandwidth_efficiency",
                        "step_overhead_s", "layer_overhead_s", "allreduce_latency_s",
-                       "allreduce_bus_efficiency", "source"),
+                       "allreduce_rounds", "allreduce_bus_efficiency", "source"),
     "models": ("model", "layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
                "total_params_b", "active_params_b", "experts", "experts_per_token", "attention",
                "kv_lora_rank", "qk_rope_head_dim", "source"),
@@ -157,8 +158,13 @@ class Catalog:
             step_overhead_s=eff["step_overhead_s"] if step_overhead_s is None else step_overhead_s,
             layer_overhead_s=eff["layer_overhead_s"] if layer_overhead_s is None else layer_overhead_s,
             allreduce_latency_s=eff["allreduce_latency_s"],
+            allreduce_rounds=eff["allreduce_rounds"],
             allreduce_bus_efficiency=eff["allreduce_bus_efficiency"],
         )
+        if efficiency.allreduce_rounds not in ALLREDUCE_ROUNDS:
+            raise CatalogError(f"allreduce_rounds={efficiency.allreduce_rounds!r} for {g['family']}"
+                               f" / {stack} in {self.file('gpu_efficiency')}: expected one of"
+                               f" {', '.join(ALLREDUCE_ROUNDS)}")
         for option in ("max_seqs", "max_batched_tokens", "kv_block_tokens"):
             value = scheduler_options.get(option, 1)
             if int(value) != value or value < 1:

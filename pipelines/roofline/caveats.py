@@ -34,18 +34,19 @@ CAVEATS = (
         "MLA with fine-grained MoE (DeepSeek-V3 class): the modelled time per output token"
         " depends on the serving stack more than for any other model. Against InferenceX's"
         " tensor-parallel runs of late 2025 to March 2026 (SGLang 0.5.6-0.5.9, TensorRT-LLM, 8 x"
-        " H200 or 4-8 x B200) it is between 34% too short and 36% too long (median 13% too"
-        " long); on 8 x MI300X (SGLang 0.5.9) a measured step takes 1.6-2.2 x the modelled"
-        " one, and on the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.7-3.6 x, with"
-        " throughput 2.1-3.7 x below the modelled. GPU time and dollars here are uncertain by"
-        " that much; calibrate on your own logs (docs/physics.md sections 5 and 6).",
+        " H200 or 4-8 x B200) it is between 37% too short and 24% too long (median within 1%);"
+        " on 8 x MI300X (SGLang 0.5.9) a measured step takes 1.7-2.7 x the modelled one, and on"
+        " the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.8-4.5 x, with throughput 2.3-4.6 x"
+        " below the modelled. GPU time and dollars here are uncertain by that much; calibrate on"
+        " your own logs (docs/physics.md sections 5 and 6).",
     ),
     Caveat(
         "cdna3-decode",
         lambda d: d.gpu.family == "cdna3",
-        "MI300X decode: against AMD's and Oracle's vLLM runs the modelled batch-1 step is up to"
-        " 61% too slow and the batch-128 step up to 25% too fast (the cdna3 factors are"
-        " estimates, docs/physics.md sections 4 and 5); calibrate on your own logs.",
+        "MI300X decode: against AMD's and Oracle's vLLM runs the modelled step is up to 23% too"
+        " slow at batch 1 and up to 36% too fast at batch 128, and max-load throughput up to 36%"
+        " too high (the cdna3 factors are estimates, docs/physics.md sections 4 and 5);"
+        " calibrate on your own logs.",
     ),
 )
 

@@ -76,6 +76,10 @@ ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads stay in bf16
 GIB = 2.0**30
 # How an engine's KV memory fraction is read (module docstring, KV capacity).
 KV_MEMORY_BASES = ("total", "free")
+# How the latency of a small all-reduce grows with the tensor-parallel degree (step.py, A_lat):
+# "log2": log2(tp) rounds, GPUs that reach every peer at once (NVSwitch, Infinity Fabric mesh);
+# "ring": tp - 1 rounds, a ring of neighbours (PCIe; the 2023 stack's NCCL rings).
+ALLREDUCE_ROUNDS = {"log2": math.log2, "ring": lambda tp: tp - 1.0}
 TRTLLM_RUNTIME_BYTES = 2.6 * GIB
 # NCCL communicator buffers per GPU (AIConfigurator systems/*.yaml misc.nccl_mem: none alone,
 # 342 MB at tp 2, 392 MB from tp 4 up).
@@ -120,7 +124,8 @@ class Efficiency:
     bandwidth_efficiency: float
     step_overhead_s: float
     layer_overhead_s: float
-    allreduce_latency_s: float
+    allreduce_latency_s: float  # one round of a small all-reduce (the whole of it at tp = 2)
+    allreduce_rounds: str  # how the latency grows with tp: ALLREDUCE_ROUNDS
     allreduce_bus_efficiency: float  # achieved all-reduce bus bandwidth / one-way link rate
 
 
@@ -279,8 +284,10 @@ class Deployment:
         c[step.ATTN_EFFECTIVE_FLOPS] = self.attention_effective_flops
         c[step.STEP_OVERHEAD_S] = e.step_overhead_s + m.layers * e.layer_overhead_s
         if self.tp > 1:
-            # a ring all-reduce takes 2 (tp - 1) hops; the catalog's latency is that of tp = 2
-            c[step.ALLREDUCE_LATENCY_S] = 2.0 * m.layers * e.allreduce_latency_s * (self.tp - 1)
+            # two all-reduces per layer, each the catalog's latency per round (all of it at
+            # tp = 2) times its rounds at this tp (step.py)
+            rounds = ALLREDUCE_ROUNDS[e.allreduce_rounds](float(self.tp))
+            c[step.ALLREDUCE_LATENCY_S] = 2.0 * m.layers * e.allreduce_latency_s * rounds
             ring = 2.0 * (self.tp - 1) / self.tp
             c[step.ALLREDUCE_BYTES_PER_TOKEN] = 2.0 * m.layers * m.hidden_size * ACTIVATION_BYTES * ring
         # datasheets quote NVLink / Infinity Fabric / PCIe both directions summed; a ring step

@@ -5,7 +5,7 @@ prefill chunks (many tokens of one prompt) and decodes (one token per running se
 Its dense layers (GEMMs, reading the weights) and its attention (reading the KV cache) are
 separate kernels run one after the other, each limited by its own roofline, plus fixed costs:
 
-    gemm_s  = max(F_tok * tokens / P_eff,  W(tokens) / B_eff)
+    gemm_s  = (C_gemm^n + M_gemm^n)^(1/n),  C_gemm = F_tok * tokens / P_eff,  M_gemm = W(tokens) / B_eff
     attn_s  = max(F_attn * pairs / P_attn, K_tok * (kv_read + kv_written) / B_eff)
     fixed_s = O_step + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
     step_s  = gemm_s + attn_s + fixed_s
@@ -14,6 +14,13 @@ separate kernels run one after the other, each limited by its own roofline, plus
 compute-bound GEMMs hide its memory-bound attention; they do not overlap.) step_cost returns
 (compute_s, memory_s, fixed_s) with max(compute_s, memory_s) = gemm_s + attn_s, the larger being
 the bound resource's side (see step_cost).
+
+The GEMM roofline is softened (n = GEMM_OVERLAP_EXPONENT = 3, not a hard max): where a GEMM's
+compute and weight-read times are close, as in large decode batches, the kernel does not hide
+one entirely under the other. DeepGEMM's FP8 GEMMs on H800 at M = 128 (N x K = 4096 x 7168 and
+7168 x 2048, C/M ~ 0.5; the table of its February 2025 README, quoted in charliedream1/ai_wiki)
+take 1.04-1.07 x their memory time at 0.71 of the bandwidth: n = 2.5-3; n = 3 is the end
+closest to a hard max (1.04 x at C/M = 0.5, 1.26 x at C = M, < 1% beyond a factor of 3).
 
 All quantities are *per GPU* of the tensor-parallel group (every GPU does 1/tp of the work in
 lock-step, so the replica's step time is one GPU's step time):
@@ -34,9 +41,13 @@ lock-step, so the replica's step time is one GPU's step time):
   the GPU has fp8 tensor cores, otherwise in bf16 (fp4 weights do not make attention fp4)
 - B_eff  = HBM bandwidth * bandwidth efficiency
 - O_step = per-step overhead + layers * per-layer overhead (scheduling, sampling, launches)
-- A_lat  = 2 * layers * (tp - 1) * all-reduce latency floor (two all-reduces per layer, after
-  attention and after the MLP; a ring all-reduce takes 2 (tp - 1) hops, the catalog's floor is
-  the tp = 2 figure); A_bytes = 2 * layers * hidden * 2 B * 2 (tp - 1) / tp per token (ring
+- A_lat  = 2 * layers * rounds(tp) * all-reduce latency per round (two all-reduces per layer,
+  after attention and after the MLP; the catalog's latency is one round, all of a tp = 2
+  all-reduce). rounds(tp) = log2(tp) where every GPU reaches every peer at once (NVSwitch,
+  Infinity Fabric mesh), as in recursive doubling, whose latency term is log2(p) messages
+  (Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication Operations in
+  MPICH"); tp - 1 over a ring (PCIe, and the 2023 stack). See deployment.ALLREDUCE_ROUNDS and
+  docs/physics.md section 4. A_bytes = 2 * layers * hidden * 2 B * 2 (tp - 1) / tp per token (ring
   all-reduce of bf16 activations), over B_link = the all-reduce bus bandwidth NCCL achieves:
   one direction of the GPU's link rate times a bus efficiency (0.82 on NVLink, protocol
   overhead; 0.55 over PCIe, limited by the CPU root complex; see gpu_efficiency.csv).
@@ -70,6 +81,8 @@ ALLREDUCE_BYTES_PER_TOKEN = 11
 LINK_BANDWIDTH = 12
 ATTN_EFFECTIVE_FLOPS = 13
 N_COEFFICIENTS = 14
+# Exponent of the softened GEMM roofline (module docstring).
+GEMM_OVERLAP_EXPONENT = 3.0
 
 
 @njit(cache=True)
@@ -89,17 +102,19 @@ def step_cost(
     """(compute_s, memory_s, fixed_s) of one step; its duration is max(compute, memory) + fixed.
 
     The GEMMs and the attention are separate kernels, each its own roofline, run one after the
-    other: core = max(C_gemm, M_gemm) + max(C_attn, M_attn). The larger of the returned pair is
+    other: core = soft-max_n(C_gemm, M_gemm) + max(C_attn, M_attn). The larger of the returned pair is
     that core time; the smaller is the part of it spent in kernels bound by the other resource,
     so `compute_s >= memory_s` says most of the step's time is compute-bound."""
     gemm_compute = coef[FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
     gemm_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH]
+    n = GEMM_OVERLAP_EXPONENT
+    gemm = (gemm_compute**n + gemm_memory**n) ** (1.0 / n)
     attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
     attn_memory = coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written) / coef[EFFECTIVE_BANDWIDTH]
-    core = max(gemm_compute, gemm_memory) + max(attn_compute, attn_memory)
+    core = gemm + max(attn_compute, attn_memory)
     compute_bound_part = 0.0
     if gemm_compute >= gemm_memory:
-        compute_bound_part += gemm_compute
+        compute_bound_part += gemm
     if attn_compute >= attn_memory:
         compute_bound_part += attn_compute
     memory_bound_part = core - compute_bound_part

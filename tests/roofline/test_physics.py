@@ -33,15 +33,44 @@ def test_attention_runs_in_the_kv_dtype_not_the_weight_dtype(catalog):
     assert a100.gpu.attention_peak_tflops == 312
 
 
-def test_allreduce_latency_grows_with_the_ring(catalog):
-    per_step = {tp: catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=tp)
-                .coefficients[step.ALLREDUCE_LATENCY_S] for tp in (2, 4, 8)}
+def test_allreduce_latency_grows_with_the_rounds_of_the_fabric(catalog):
+    """On NVSwitch every GPU reaches every peer at once: log2(tp) rounds (1, 2, 3 at tp 2, 4,
+    8). Over PCIe, and on the 2023 stack, a ring: tp - 1 rounds (1, 3, 7)."""
+    def per_step(gpu, tp, **options):
+        return catalog.build(model="llama-3.1-70b", gpu=gpu, tp=tp, weights="fp8",
+                             **options).coefficients[step.ALLREDUCE_LATENCY_S]
+
     single = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=1)
     assert single.coefficients[step.ALLREDUCE_LATENCY_S] == 0.0
-    assert per_step[4] == pytest.approx(3 * per_step[2]) and per_step[8] == pytest.approx(7 * per_step[2])
+    switched = {tp: per_step("h100-sxm", tp) for tp in (2, 4, 8)}
+    assert switched[2] == pytest.approx(2 * 80 * 12e-6)
+    assert switched[4] == pytest.approx(2 * switched[2]) and switched[8] == pytest.approx(3 * switched[2])
+    for gpu, options in (("l40s", {}), ("h100-sxm", {"stack": "vllm-2023"})):
+        ring = {tp: per_step(gpu, tp, **options) for tp in (2, 4, 8)}
+        assert ring[4] == pytest.approx(3 * ring[2]) and ring[8] == pytest.approx(7 * ring[2])
     d = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2)
     # 900 GB/s both ways; NCCL reaches 370 of the 450 GB/s one way (protocol overhead)
     assert d.coefficients[step.LINK_BANDWIDTH] == pytest.approx(450e9 * 0.82)
+
+
+def test_gemm_roofline_is_softened_where_compute_and_weight_reads_meet(catalog):
+    """A GEMM whose compute and weight-read times are equal takes 2^(1/3) = 1.26 x either;
+    far from the ridge the hard roofline holds within a percent."""
+    d = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8")
+    coef = d.coefficients
+
+    def gemm(tokens):
+        compute_s, memory_s, _ = step.step_cost(coef, tokens, 0.0, 0.0, 0.0)
+        return max(compute_s, memory_s), tokens * d.flops_per_token / d.effective_flops, \
+            step.weight_bytes(coef, tokens) / d.effective_bandwidth
+
+    ridge = d.decode_compute_bound_batch
+    at_ridge, compute_s, memory_s = gemm(ridge)
+    assert compute_s == pytest.approx(memory_s)
+    assert at_ridge == pytest.approx(2 ** (1 / 3) * memory_s)
+    for tokens in (ridge / 4, ridge * 4):
+        time_s, compute_s, memory_s = gemm(tokens)
+        assert max(compute_s, memory_s) < time_s < 1.01 * max(compute_s, memory_s)
 
 
 def test_pcie_allreduce_runs_at_the_achieved_bus_bandwidth(catalog):

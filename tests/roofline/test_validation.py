@@ -52,12 +52,12 @@ def test_table_is_sourced_and_broad(validated):
 def test_median_errors_are_the_documented_ones(validated):
     """The figures docs/physics.md §5 reports, as a guard against regressions: the issue's 10%
     target holds for TTFT, max-load throughput and closed-loop throughput; time per output token
-    misses it (15.3%) on the rows of the two groups the physics does not reach, DeepSeek-V3
-    under tensor parallelism and MI300X decode batches, and is 6.6% without them."""
+    misses it (12.2%) on the rows of the two groups the physics does not reach, DeepSeek-V3
+    under tensor parallelism and MI300X decode batches, and is 6.7% without them."""
     medians = dict(summary(validated).select("metric", "median_abs_error").iter_rows())
     assert medians["ttft_s"] < 0.10 and medians["max_throughput_tok_s"] < 0.10
     assert medians["output_tok_s"] < 0.10
-    assert medians["tpot_s"] < 0.16
+    assert medians["tpot_s"] < 0.13
     reached = validated.filter((pl.col("model") != "deepseek-v3") & (pl.col("gpu") != "mi300x"))
     assert summary(reached).filter(pl.col("median_abs_error") > 0.10).height == 0
 
@@ -96,17 +96,22 @@ def test_rows_beyond_35_percent_are_caveats_or_explained(validated):
 def test_current_stack_deepseek_decode_is_the_caveats_figure(validated):
     """DeepSeek-R1 under tensor parallelism on the NVIDIA stacks of late 2025 to March 2026
     (InferenceX: SGLang 0.5.6-0.5.9 and TensorRT-LLM on H200 and B200): the modelled time per
-    output token is between 34% too short and 36% too long, median 13% too long, as the mla-moe
-    caveat says; on MI300X 1.6-2.2 x too short; on the early-2025 stacks (dstack) 1.7-3.6 x."""
+    output token is between 37% too short and 24% too long, median within 1%, as the mla-moe
+    caveat says; on MI300X 1.7-2.7 x too short; on the early-2025 stacks (dstack) 1.8-4.5 x."""
     rows = validated.filter(pl.col("source") == "inferencex")
     nvidia = rows.filter(pl.col("gpu") != "mi300x")
     assert nvidia.height == 69 and set(nvidia["gpu"]) == {"h200-sxm", "b200"}
-    assert -0.35 < nvidia["error"].min() and nvidia["error"].max() < 0.37
-    assert 0.10 < nvidia["error"].median() < 0.16
+    assert -0.375 < nvidia["error"].min() and nvidia["error"].max() < 0.245
+    assert abs(nvidia["error"].median()) < 0.01
     mi300x = 1.0 / (1.0 + rows.filter(pl.col("gpu") == "mi300x")["error"])
-    assert 1.55 < mi300x.min() and mi300x.max() < 2.25
+    assert 1.65 < mi300x.min() and mi300x.max() < 2.75
+    dstack = validated.filter((pl.col("source") == "dstack-deepseek-r1-benchmark")
+                              & (pl.col("metric") == "tpot_s"))
+    slower = 1.0 / (1.0 + dstack["error"])
+    assert 1.75 < slower.min() and slower.max() < 4.55
     caveat = next(c.text for c in CAVEATS if c.name == "mla-moe")
-    assert "34% too short and 36% too long (median 13% too long)" in caveat and "1.6-2.2 x" in caveat
+    assert "37% too short and 24% too long (median within 1%)" in caveat
+    assert "1.7-2.7 x" in caveat and "1.8-4.5 x" in caveat
 
 
 def test_rows_state_their_server_limits():
@@ -144,27 +149,32 @@ def test_tensorrt_llm_kv_capacity_reproduces_the_measured_maximum_batches():
 
 
 def test_mi300x_large_batches_with_the_derived_compute_efficiency(validated, hopper_and_cdna3):
-    """Llama-3.1-405B on 8 x MI300X at batch 64-256 and at max load: within 30% with the cdna3
+    """Llama-3.1-405B on 8 x MI300X at batch 64-256 and at max load: within 36% with the cdna3
     compute efficiency derived like its bandwidth one (0.45 reported x 0.55 / 0.93, the NVIDIA
-    ratio of serving to reported = 0.27). With the reported 0.45 taken as a serving figure they
-    were -22..-41% (TPOT) and +56 / +63% (throughput)."""
+    ratio of serving to reported = 0.27), still too fast (the per-sequence cost docs/physics.md
+    section 5 describes). With the reported 0.45 taken as a serving figure they were -22..-41%
+    (TPOT) and +56 / +63% (throughput)."""
     rows = validated.filter((pl.col("source") == "oracle-oci-mi300x")
                             & ((pl.col("batch") >= 64) | pl.col("batch").is_null()))
     assert rows.height == 5
-    assert rows["error"].abs().max() < 0.30, rows
+    assert rows["error"].abs().max() < 0.36, rows
+    assert (rows.filter(pl.col("metric") == "tpot_s")["error"] < 0).all()
     hopper, cdna3 = hopper_and_cdna3
     assert cdna3.compute_efficiency == pytest.approx(round(0.45 * hopper.compute_efficiency / 0.93, 2))
 
 
 def test_mi300x_small_batch_decode_is_all_reduce_bound_as_on_h100(validated, hopper_and_cdna3):
-    """Llama-3.1-405B on 8 x MI300X at batch 1-32: within 15% with the all-reduce floor the
-    kernel measurements support (hopper's). With the old 30 us estimate per ring hop the batch-1
-    step carried 53 ms of all-reduce latency and was predicted 2.5 x too slow."""
-    rows = validated.filter((pl.col("source") == "oracle-oci-mi300x") & (pl.col("batch") <= 32))
-    assert rows.height == 6
-    assert rows["error"].abs().max() < 0.15, rows
+    """Llama-3.1-70B / 405B on 8 x MI300X at batch 1-32, all three MI300X sources: within 25%
+    with hopper's all-reduce latency and its log2(tp) rounds over a fully connected fabric. With
+    tp - 1 ring rounds the 70B's batch-1 steps were +45..+61%; with the old 30 us estimate per
+    ring hop the 405B's batch-1 step carried 53 ms of all-reduce latency, 2.5 x too slow."""
+    rows = validated.filter((pl.col("gpu") == "mi300x") & (pl.col("model") != "deepseek-v3")
+                            & (pl.col("batch") <= 32))
+    assert rows.height == 18 and rows["source"].n_unique() == 3
+    assert rows["error"].abs().max() < 0.25, rows
     hopper, cdna3 = hopper_and_cdna3
-    assert cdna3.allreduce_latency_s == hopper.allreduce_latency_s
+    assert (cdna3.allreduce_latency_s, cdna3.allreduce_rounds) == (
+        hopper.allreduce_latency_s, hopper.allreduce_rounds) == (12e-6, "log2")
 
 
 def test_pcie_tensor_parallel_rows_within_a_quarter(validated):
@@ -176,13 +186,14 @@ def test_pcie_tensor_parallel_rows_within_a_quarter(validated):
 
 
 def test_independent_rtx_4090_serving_rows(validated):
-    """A third party's vLLM serving runs on a GPU no factor was set from: TTFT within 10%; TPOT
-    over-predicted (the ada bandwidth efficiency is an estimate, documented in docs/physics.md)."""
+    """A third party's vLLM serving runs on a GPU no factor was set from: TTFT within 11% (its
+    ~206-token prefills sit near the ridge point, where the softened GEMM roofline adds up to 9%);
+    TPOT over-predicted (the ada bandwidth efficiency is an estimate, docs/physics.md)."""
     rows = validated.filter(pl.col("source") == "iog-foundation-llm-inference-benchmarks")
     assert rows.height == 8 and set(rows["gpu"]) == {"rtx-4090"}
     ttft = rows.filter(pl.col("metric") == "ttft_s")["error"]
     tpot = rows.filter(pl.col("metric") == "tpot_s")["error"]
-    assert ttft.abs().max() < 0.10, ttft
+    assert ttft.abs().max() < 0.11, ttft
     assert (tpot > 0.0).all() and tpot.max() < 0.30, tpot
 
 
