@@ -348,7 +348,7 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
     With `client_start` (request logs) the full fit runs twice, from the catalog's factors and
     from the client latency fitted alone, and keeps the lower fit-half cost. The replay's cost
     surface is rough (discrete batching decisions) and a trust-region fit can stall near its
-    start: from the catalog's factors the AIBrix log stalled at 43% held-out TTFT error, with
+    start: from the catalog's factors the AIBrix log stalled at 40% held-out TTFT error, with
     every TTFT off by the same unknown client path; from the client fit, BurstGPT's x100 log
     settles on a worse optimum than from the catalog's factors. Neither start is best for every
     log, and the fit half decides between them."""

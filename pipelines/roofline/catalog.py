@@ -161,10 +161,6 @@ class Catalog:
             allreduce_rounds=eff["allreduce_rounds"],
             allreduce_bus_efficiency=eff["allreduce_bus_efficiency"],
         )
-        if efficiency.allreduce_rounds not in ALLREDUCE_ROUNDS:
-            raise CatalogError(f"allreduce_rounds={efficiency.allreduce_rounds!r} for {g['family']}"
-                               f" / {stack} in {self.file('gpu_efficiency')}: expected one of"
-                               f" {', '.join(ALLREDUCE_ROUNDS)}")
         for option in ("max_seqs", "max_batched_tokens", "kv_block_tokens"):
             value = scheduler_options.get(option, 1)
             if int(value) != value or value < 1:
@@ -293,4 +289,11 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
                                f" (see data/reference/README.md)")
+    rounds = pl.col("allreduce_rounds")
+    unknown = frames["gpu_efficiency"].filter(~rounds.is_in(list(ALLREDUCE_ROUNDS)))
+    if unknown.height:
+        row = unknown.row(0, named=True)
+        raise CatalogError(f"allreduce_rounds={row['allreduce_rounds']!r} for {row['family']} /"
+                           f" {row['stack']} in {directory / 'gpu_efficiency.csv'}: expected one"
+                           f" of {', '.join(ALLREDUCE_ROUNDS)}")
     return Catalog(directory=directory, **frames)

@@ -44,7 +44,7 @@ CAVEATS = (
         "cdna3-decode",
         lambda d: d.gpu.family == "cdna3",
         "MI300X decode: against AMD's and Oracle's vLLM runs the modelled step is up to 23% too"
-        " slow at batch 1 and up to 36% too fast at batch 128, and max-load throughput up to 36%"
+        " slow at batch 1 and up to 36% too fast at batch 128, and max-load throughput up to 35%"
         " too high (the cdna3 factors are estimates, docs/physics.md sections 4 and 5);"
         " calibrate on your own logs.",
     ),

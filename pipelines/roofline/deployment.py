@@ -77,9 +77,10 @@ GIB = 2.0**30
 # How an engine's KV memory fraction is read (module docstring, KV capacity).
 KV_MEMORY_BASES = ("total", "free")
 # How the latency of a small all-reduce grows with the tensor-parallel degree (step.py, A_lat):
-# "log2": log2(tp) rounds, GPUs that reach every peer at once (NVSwitch, Infinity Fabric mesh);
+# "log2": ceil(log2(tp)) rounds, GPUs that reach every peer at once (NVSwitch, Infinity Fabric
+# mesh), as recursive doubling takes (a tp that is not a power of two needs the next one's);
 # "ring": tp - 1 rounds, a ring of neighbours (PCIe; the 2023 stack's NCCL rings).
-ALLREDUCE_ROUNDS = {"log2": math.log2, "ring": lambda tp: tp - 1.0}
+ALLREDUCE_ROUNDS = {"log2": lambda tp: float(math.ceil(math.log2(tp))), "ring": lambda tp: tp - 1.0}
 TRTLLM_RUNTIME_BYTES = 2.6 * GIB
 # NCCL communicator buffers per GPU (AIConfigurator systems/*.yaml misc.nccl_mem: none alone,
 # 342 MB at tp 2, 392 MB from tp 4 up).

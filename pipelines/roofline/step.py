@@ -20,7 +20,7 @@ compute and weight-read times are close, as in large decode batches, the kernel 
 one entirely under the other. DeepGEMM's FP8 GEMMs on H800 at M = 128 (N x K = 4096 x 7168 and
 7168 x 2048, C/M ~ 0.5; the table of its February 2025 README, quoted in charliedream1/ai_wiki)
 take 1.04-1.07 x their memory time at 0.71 of the bandwidth: n = 2.5-3; n = 3 is the end
-closest to a hard max (1.04 x at C/M = 0.5, 1.26 x at C = M, < 1% beyond a factor of 3).
+closest to a hard max (1.04 x at C/M = 0.5, 1.26 x at C = M, 1.2% at a factor of 3).
 
 All quantities are *per GPU* of the tensor-parallel group (every GPU does 1/tp of the work in
 lock-step, so the replica's step time is one GPU's step time):

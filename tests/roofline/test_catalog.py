@@ -252,11 +252,9 @@ def test_unknown_allreduce_rounds_name_the_file_and_the_choices(tmp_path):
         pl.when(pl.col("family") == "hopper").then(pl.lit("tree")).otherwise("allreduce_rounds")
         .alias("allreduce_rounds"))
     efficiency.write_csv(tmp_path / "gpu_efficiency.csv")
-    catalog = load_catalog(tmp_path)
     with pytest.raises(CatalogError, match=r"allreduce_rounds='tree' for hopper / current in .*"
                                            r"gpu_efficiency.csv: expected one of log2, ring"):
-        catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
-    assert catalog.build(model="llama-3.1-70b", gpu="a100-80gb-sxm", tp=4).tp == 4
+        load_catalog(tmp_path)
 
 
 def test_a_deployment_moves_to_another_gpu_with_that_gpus_defaults(catalog):

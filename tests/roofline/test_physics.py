@@ -34,8 +34,8 @@ def test_attention_runs_in_the_kv_dtype_not_the_weight_dtype(catalog):
 
 
 def test_allreduce_latency_grows_with_the_rounds_of_the_fabric(catalog):
-    """On NVSwitch every GPU reaches every peer at once: log2(tp) rounds (1, 2, 3 at tp 2, 4,
-    8). Over PCIe, and on the 2023 stack, a ring: tp - 1 rounds (1, 3, 7)."""
+    """On NVSwitch every GPU reaches every peer at once: ceil(log2(tp)) rounds (1, 2, 3 at tp
+    2, 4, 8). Over PCIe, and on the 2023 stack, a ring: tp - 1 rounds (1, 3, 7)."""
     def per_step(gpu, tp, **options):
         return catalog.build(model="llama-3.1-70b", gpu=gpu, tp=tp, weights="fp8",
                              **options).coefficients[step.ALLREDUCE_LATENCY_S]
@@ -45,6 +45,10 @@ def test_allreduce_latency_grows_with_the_rounds_of_the_fabric(catalog):
     switched = {tp: per_step("h100-sxm", tp) for tp in (2, 4, 8)}
     assert switched[2] == pytest.approx(2 * 80 * 12e-6)
     assert switched[4] == pytest.approx(2 * switched[2]) and switched[8] == pytest.approx(3 * switched[2])
+    # recursive doubling over 5 GPUs takes as many rounds as over 8
+    five = catalog.build(model="llama-2-13b", gpu="h100-sxm", tp=5).coefficients
+    two = catalog.build(model="llama-2-13b", gpu="h100-sxm", tp=2).coefficients
+    assert five[step.ALLREDUCE_LATENCY_S] == pytest.approx(3 * two[step.ALLREDUCE_LATENCY_S])
     for gpu, options in (("l40s", {}), ("h100-sxm", {"stack": "vllm-2023"})):
         ring = {tp: per_step(gpu, tp, **options) for tp in (2, 4, 8)}
         assert ring[4] == pytest.approx(3 * ring[2]) and ring[8] == pytest.approx(7 * ring[2])

@@ -149,7 +149,7 @@ def test_tensorrt_llm_kv_capacity_reproduces_the_measured_maximum_batches():
 
 
 def test_mi300x_large_batches_with_the_derived_compute_efficiency(validated, hopper_and_cdna3):
-    """Llama-3.1-405B on 8 x MI300X at batch 64-256 and at max load: within 36% with the cdna3
+    """Llama-3.1-405B on 8 x MI300X at batch 64-256 and at max load: within 40% with the cdna3
     compute efficiency derived like its bandwidth one (0.45 reported x 0.55 / 0.93, the NVIDIA
     ratio of serving to reported = 0.27), still too fast (the per-sequence cost docs/physics.md
     section 5 describes). With the reported 0.45 taken as a serving figure they were -22..-41%
@@ -157,7 +157,7 @@ def test_mi300x_large_batches_with_the_derived_compute_efficiency(validated, hop
     rows = validated.filter((pl.col("source") == "oracle-oci-mi300x")
                             & ((pl.col("batch") >= 64) | pl.col("batch").is_null()))
     assert rows.height == 5
-    assert rows["error"].abs().max() < 0.36, rows
+    assert rows["error"].abs().max() < 0.40, rows
     assert (rows.filter(pl.col("metric") == "tpot_s")["error"] < 0).all()
     hopper, cdna3 = hopper_and_cdna3
     assert cdna3.compute_efficiency == pytest.approx(round(0.45 * hopper.compute_efficiency / 0.93, 2))
