@@ -15,7 +15,7 @@ compute-bound GEMMs hide its memory-bound attention; they do not overlap.) step_
 (compute_s, memory_s, fixed_s) with max(compute_s, memory_s) = gemm_s + attn_s, the larger being
 the bound resource's side (see step_cost).
 
-The GEMM roofline is softened (n = GEMM_OVERLAP_EXPONENT = 3, not a hard max): where a GEMM's
+The GEMM roofline is softened (exponent 3, gemm_seconds, not a hard max): where a GEMM's
 compute and weight-read times are close, as in large decode batches, the kernel does not hide
 one entirely under the other. DeepGEMM's FP8 GEMMs on H800 at M = 128 (N x K = 4096 x 7168 and
 7168 x 2048, C/M ~ 0.5; the table of its February 2025 README, quoted in charliedream1/ai_wiki)
@@ -81,8 +81,6 @@ ALLREDUCE_BYTES_PER_TOKEN = 11
 LINK_BANDWIDTH = 12
 ATTN_EFFECTIVE_FLOPS = 13
 N_COEFFICIENTS = 14
-# Exponent of the softened GEMM roofline (module docstring).
-GEMM_OVERLAP_EXPONENT = 3.0
 
 
 @njit(cache=True)
@@ -93,6 +91,23 @@ def weight_bytes(coef: np.ndarray, tokens: float) -> float:
         return coef[SHARED_WEIGHT_BYTES] + coef[EXPERT_WEIGHT_BYTES]
     untouched = (1.0 - coef[EXPERTS_PER_TOKEN] / experts) ** tokens
     return coef[SHARED_WEIGHT_BYTES] + coef[EXPERT_WEIGHT_BYTES] * (1.0 - untouched)
+
+
+@njit(cache=True)
+def gemm_seconds(compute_s: float, memory_s: float) -> float:
+    """The softened GEMM roofline (compute^3 + memory^3)^(1/3) (module docstring), written as
+    larger * cbrt(1 + x) with x = (smaller / larger)^3. The replay evaluates it in its innermost
+    loops, and most decode steps are far from the ridge (x < 1e-3, a ratio under 0.1): there
+    cbrt(1 + x) = 1 + x/3 - x^2/9 to within 5 x^3 / 81 < 7e-11, at a quarter of a cube root's
+    cost (a general power costs more still)."""
+    larger = max(compute_s, memory_s)
+    if larger <= 0.0:
+        return 0.0
+    ratio = min(compute_s, memory_s) / larger
+    x = ratio * ratio * ratio
+    if x < 1e-3:
+        return larger * (1.0 + x * (1.0 / 3.0 - x / 9.0))
+    return larger * np.cbrt(1.0 + x)
 
 
 @njit(cache=True)
@@ -107,8 +122,7 @@ def step_cost(
     so `compute_s >= memory_s` says most of the step's time is compute-bound."""
     gemm_compute = coef[FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
     gemm_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH]
-    n = GEMM_OVERLAP_EXPONENT
-    gemm = (gemm_compute**n + gemm_memory**n) ** (1.0 / n)
+    gemm = gemm_seconds(gemm_compute, gemm_memory)
     attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
     attn_memory = coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written) / coef[EFFECTIVE_BANDWIDTH]
     core = gemm + max(attn_compute, attn_memory)
