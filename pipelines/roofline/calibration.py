@@ -111,10 +111,10 @@ class Calibration:
     fit_metrics: tuple[str, ...]  # the metrics the fit used
     warnings: tuple[str, ...]  # why the deployment may not be the one that served the log
     # fit-half errors: the mean over the fitted metrics of the fit half's median per-request
-    # error, after the full fit and with the catalog's factors (only the client latency fitted;
-    # None unless asked for, as calibrate_candidates does: it costs a fit of its own)
+    # error, after the full fit and with the catalog's factors (only the client latency fitted,
+    # for request logs; as they are, for step times)
     fit_error: float
-    catalog_error: float | None
+    catalog_error: float
 
     def at_bound(self) -> list[str]:
         """The fitted parameters that ended at a bound that means implausible (module docstring)."""
@@ -305,15 +305,12 @@ def _with_shape(frame: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
 def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFrame,
                        fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
                        router: str = "least_outstanding",
-                       hash_tokens: int = MOONCAKE_HASH_TOKENS,
-                       catalog_error: bool = False) -> Calibration:
+                       hash_tokens: int = MOONCAKE_HASH_TOKENS) -> Calibration:
     """Fit `d` to a request log's observed latencies (module docstring). `requests` is the whole
     log, observed or not: every request queues and batches in the replay. `fit_metrics` (ttft,
     e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
     estimates (every observed metric is still reported). `router` and `hash_tokens` are the
-    replay's (pipelines.replay.replay_fleet). `catalog_error`: also fit the client latency alone
-    and report the fit-half error with the catalog's factors (what calibrate_candidates
-    compares)."""
+    replay's (pipelines.replay.replay_fleet)."""
     unknown = set(fit_metrics) - set(REQUEST_METRICS)
     if unknown or not fit_metrics:
         raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
@@ -329,7 +326,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
         both = np.column_stack([joined["ttft"].to_numpy(), joined["e2e"].to_numpy()])
         return both[np.arange(len(metric_index)), metric_index]
 
-    return _calibrate(d, obs, predict, fit_metrics, client_start=True, catalog_fit=catalog_error)
+    return _calibrate(d, obs, predict, fit_metrics, client_path=True)
 
 
 def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -> Calibration:
@@ -337,21 +334,22 @@ def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -
     one-way latency does not enter step times and keeps its value."""
     obs = _step_observations(steps, buckets)
     return _calibrate(d, obs, lambda candidate: predict_steps(candidate, obs),
-                      ("prefill", "decode"), client_start=False, catalog_fit=False)
+                      ("prefill", "decode"), client_path=False)
 
 
 def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str, ...], *,
-               client_start: bool, catalog_fit: bool) -> Calibration:
-    """The fit, its errors and warnings; with `catalog_fit`, also the fit-half error of the
-    client latency fitted alone (Calibration.catalog_error).
+               client_path: bool) -> Calibration:
+    """The fit, its errors and warnings. `client_path`: whether the observations cross the
+    client path (request logs) or not (step times, where the catalog error is the error before).
 
-    With `client_start` (request logs) the full fit runs twice, from the catalog's factors and
-    from the client latency fitted alone, and keeps the lower fit-half cost. The replay's cost
-    surface is rough (discrete batching decisions) and a trust-region fit can stall near its
-    start: from the catalog's factors the AIBrix log stalled at 40% held-out TTFT error, with
-    every TTFT off by the same unknown client path; from the client fit, BurstGPT's x100 log
-    settles on a worse optimum than from the catalog's factors. Neither start is best for every
-    log, and the fit half decides between them."""
+    On a request log the client latency is first fitted alone (Calibration.catalog_error is the
+    fit-half error there), and the full fit runs twice, from the catalog's factors and from that
+    client fit, keeping the lower fit-half cost. The replay's cost surface is rough (discrete
+    batching decisions) and a trust-region fit can stall near its start: from the catalog's
+    factors the AIBrix log stalled at 40% held-out TTFT error, with every TTFT off by the same
+    unknown client path; from the client fit, BurstGPT's x100 log settles on a worse optimum
+    than from the catalog's factors. Neither start is best for every log, and the fit half
+    decides between them."""
     observed = obs["observed"].to_numpy()
     fit_mask = ((obs["split"] == FIT) & obs["metric"].is_in(list(fit_metrics))).to_numpy()
     if fit_mask.sum() < len(PARAMETERS):
@@ -360,15 +358,15 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
         )
     before = predict(d)
     fits = [_fit(d, predict, observed, fit_mask)]
-    if client_start or catalog_fit:
+    client_only = before
+    if client_path:
         client_fit, _ = _fit(d, predict, observed, fit_mask, names=CLIENT_ONLY)
-    if client_start:
         fits.append(_fit(client_fit, predict, observed, fit_mask))
+        client_only = predict(client_fit)
     after_deployment = min(fits, key=lambda fit: fit[1])[0]
     after = predict(after_deployment)
-    client_only = predict(client_fit) if catalog_fit else None
     ideal = predict(_ideal(d))
-    if not all(np.isfinite(x).all() for x in (before, after, ideal, client_only) if x is not None):
+    if not all(np.isfinite(x).all() for x in (before, after, ideal, client_only)):
         raise CalibrationError("the replay left some observed request without a prediction")
     # judged on what the fit saw: the fit half of the fitted metrics (not estimated ones)
     metrics = obs["metric"].to_numpy()[fit_mask]
@@ -378,8 +376,7 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
         fit_metrics=tuple(fit_metrics),
         warnings=_plausibility(d, after_deployment, metrics, observed[fit_mask], ideal[fit_mask]),
         fit_error=_mean_median_error(after[fit_mask], observed[fit_mask], metrics),
-        catalog_error=(None if client_only is None else
-                       _mean_median_error(client_only[fit_mask], observed[fit_mask], metrics)),
+        catalog_error=_mean_median_error(client_only[fit_mask], observed[fit_mask], metrics),
     )
 
 
@@ -450,14 +447,14 @@ def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, b
     plausible candidate, the best of the rest is kept and its warnings say why. A candidate
     that cannot be calibrated on the log (too few observations, a request it cannot serve) is
     listed with the reason; if none can, CalibrationError says why for each. With one
-    candidate this is calibrate_requests(..., catalog_error=True)."""
+    candidate this is calibrate_requests."""
     if not candidates:
         raise CalibrationError("no candidate deployment to calibrate")
     results, rows = [], []
     for d in candidates:
         try:
             results.append(calibrate_requests(d, requests, buckets, fit_metrics, router=router,
-                                              hash_tokens=hash_tokens, catalog_error=True))
+                                              hash_tokens=hash_tokens))
         except (CalibrationError, ReplayError) as exc:
             rows.append({"deployment": d.name, "plausible": False, "catalog_error": None,
                          "fit_error": None, "kept": False, "why_not": str(exc)})
