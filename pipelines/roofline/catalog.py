@@ -143,9 +143,10 @@ class Catalog:
         m = _one(self.models, "model", model, "model", self.file("models"))
         g = _one(self.gpus, "gpu", gpu, "gpu", self.file("gpus"))
         _check_tensor_parallel(m, int(tp))
-        peak = g[PEAK_COLUMN[weights]]
-        if not _has_peak(g, weights):
-            raise CatalogError(f"gpu {gpu!r} has no {weights} tensor throughput in {self.file('gpus')}")
+        gemm_dtype = _gemm_dtype(g, weights)
+        if gemm_dtype is None:
+            raise CatalogError(f"gpu {gpu!r} has no {weights} tensor throughput and no weight-only"
+                               f" {weights} kernel in {self.file('gpus')}")
         family_rows = self.gpu_efficiency.filter(pl.col("family") == g["family"])
         if family_rows.height == 0:
             raise CatalogError(f"gpu family {g['family']!r} of {gpu!r} has no row in"
@@ -180,7 +181,8 @@ class Catalog:
             model=ModelSpec(**{f.name: m[f.name] for f in fields(ModelSpec)}),
             gpu=GpuSpec(gpu=gpu, family=g["family"], memory_gb=g["memory_gb"],
                         memory_gib=g["memory_gib"],
-                        hbm_bandwidth_gbs=g["hbm_bandwidth_gbs"], peak_tflops=peak,
+                        hbm_bandwidth_gbs=g["hbm_bandwidth_gbs"],
+                        peak_tflops=g[PEAK_COLUMN[gemm_dtype]], gemm_dtype=gemm_dtype,
                         attention_peak_tflops=_attention_peak(g, kv_cache),
                         interconnect_gbs=g["interconnect_gbs"]),
             tp=int(tp), weight_dtype=weights, kv_dtype=kv_cache, replicas=int(replicas),
@@ -208,12 +210,12 @@ class Catalog:
                           stack=d.stack, **asdict(d.scheduler))
 
     def _fitting_choices(self, deployment: Deployment, model_row: dict) -> str:
-        """`tp=N weights=D` pairs (valid tensor parallelism, a dtype this GPU computes in) that
+        """`tp=N weights=D` pairs (valid tensor parallelism, a weight dtype this GPU serves) that
         leave room for a KV cache on the deployment's GPU."""
         g = self.gpus.filter(pl.col("gpu") == deployment.gpu.gpu).row(0, named=True)
         found = []
         for dtype in ("bf16", "fp8", "fp4"):
-            if not _has_peak(g, dtype):
+            if _gemm_dtype(g, dtype) is None:
                 continue
             for tp in valid_tensor_parallel(model_row):
                 candidate = replace(deployment, tp=tp, weight_dtype=dtype, kv_dtype=dtype)
@@ -244,6 +246,23 @@ class Catalog:
 def _has_peak(gpu_row: dict, dtype: str) -> bool:
     peak = gpu_row[PEAK_COLUMN[dtype]]
     return peak is not None and not (isinstance(peak, float) and math.isnan(peak))
+
+
+def _weight_only(gpu_row: dict) -> list[str]:
+    """The weight dtypes this GPU serves weight-only (gpus.csv `weight_only_dtypes`, optional)."""
+    listed = gpu_row.get("weight_only_dtypes")
+    return [d.strip() for d in listed.split(";") if d.strip()] if isinstance(listed, str) else []
+
+
+def _gemm_dtype(gpu_row: dict, weights: str) -> str | None:
+    """The dtype the weight GEMMs compute in: the weights' own where the GPU has tensor
+    throughput for it; bf16 where it serves them weight-only (W8A16 / W4A16 Marlin on NVIDIA
+    GPUs without fp8 / fp4 tensor cores: the weights are read at their own size and converted to
+    bf16 in registers, so the bytes halve but the peak does not double); None where it has
+    neither."""
+    if _has_peak(gpu_row, weights):
+        return weights
+    return "bf16" if weights in _weight_only(gpu_row) else None
 
 
 def _attention_peak(gpu_row: dict, kv_dtype: str) -> float:
@@ -296,4 +315,11 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         raise CatalogError(f"allreduce_rounds={row['allreduce_rounds']!r} for {row['family']} /"
                            f" {row['stack']} in {directory / 'gpu_efficiency.csv'}: expected one"
                            f" of {', '.join(ALLREDUCE_ROUNDS)}")
+    for gpu_row in frames["gpus"].iter_rows(named=True):
+        for dtype in _weight_only(gpu_row):
+            if dtype not in DTYPE_BYTES or _has_peak(gpu_row, dtype):
+                raise CatalogError(
+                    f"weight_only_dtypes lists {dtype!r} for {gpu_row['gpu']} in"
+                    f" {directory / 'gpus.csv'}: expected dtypes of {', '.join(DTYPE_BYTES)}"
+                    f" that the GPU has no tensor throughput for")
     return Catalog(directory=directory, **frames)

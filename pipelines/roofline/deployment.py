@@ -114,9 +114,10 @@ class GpuSpec:
     memory_gb: float  # marketed, decimal GB
     memory_gib: float  # reported by the driver, GiB
     hbm_bandwidth_gbs: float
-    peak_tflops: float  # dense, for the deployment's weight (GEMM) dtype
+    peak_tflops: float  # dense, for the dtype the weight GEMMs compute in (gemm_dtype)
     attention_peak_tflops: float  # dense, for the attention dtype (fp8 with an fp8 KV cache, else bf16)
     interconnect_gbs: float
+    gemm_dtype: str  # the weights' dtype, or bf16 where they are served weight-only
 
 
 @dataclass(frozen=True)
@@ -382,6 +383,7 @@ class Deployment:
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token,
             "flops_per_token_per_gpu": self.flops_per_token,
             "attn_flops_per_pair_per_gpu": self.attn_flops_per_pair,
+            "gemm_dtype": self.gpu.gemm_dtype,
             "peak_tflops": self.gpu.peak_tflops,
             "effective_tflops": self.effective_flops / 1e12,
             "attention_effective_tflops": self.attention_effective_flops / 1e12,

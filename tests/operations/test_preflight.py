@@ -137,15 +137,17 @@ def _command(tmp_path, monkeypatch, capsys, config_text: str | None) -> tuple[in
 
 
 def test_replay_on_another_deployment_skips_scenarios_that_cannot_apply(tmp_path, monkeypatch, capsys):
-    """The README's example: the A100 of seed-example has no fp8, so the fp8 scenarios are
-    noted as skipped, not a configuration problem."""
+    """A scenario that cannot apply to the deployment replayed (tp 3 does not split seed-example's
+    32 heads) is noted as skipped, not a configuration problem; the shipped fp8 scenarios apply
+    to that A100 (weight-only fp8) and are not noted."""
+    _scenarios(tmp_path, monkeypatch, 'tp3,"tensor-parallel 3",,3,,,,,,,x')
     code, out, err = _command(tmp_path, monkeypatch, capsys,
                               '{"ops": {"replayed_fleet": {"config": {"deployment": "seed-example"}}}}')
     assert code == 0 and err == "" and "configuration ok" in out
     notes = [line for line in out.splitlines() if line.startswith("note: ")]
-    assert len(notes) == 2 and all("has no fp8 tensor throughput" in n for n in notes)
-    assert "scenario 'fp8' does not apply to deployment 'seed-example'" in notes[0]
-    assert "scenario 'tp2-fp8'" in notes[1] and "replayed_fleet.deployment" in notes[1]
+    assert len(notes) == 1 and "tp=3 cannot split llama-2-7b" in notes[0]
+    assert "scenario 'tp3' does not apply to deployment 'seed-example'" in notes[0]
+    assert "replayed_fleet.deployment" in notes[0]
 
 
 def test_a_calibration_deployment_is_not_checked_against_the_scenarios(tmp_path, monkeypatch, capsys):

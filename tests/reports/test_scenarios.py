@@ -200,17 +200,23 @@ def test_runs_are_replayed_one_at_a_time(catalog, baseline, conv_head):
 
 
 def test_a_scenario_that_cannot_apply_is_skipped_with_its_reason(catalog, conv_head):
-    """fp8 on an A100 (no fp8 tensor cores) or a tp-1 70B (no room for KV) is not a broken
-    scenario file: the scenario is skipped on that deployment, the reason recorded, the others run."""
+    """tp 3 for a 32-head model, fp4 on an MI300X (no fp4 tensor cores, no weight-only kernel) or
+    a tp-1 70B (no room for KV) is not a broken scenario file: the scenario is skipped on that
+    deployment, the reason recorded, the others run. fp8 on an A100 applies: served weight-only."""
     a100 = catalog.deployment("seed-example")
-    scenarios = [Scenario("fp8", "d", weights="fp8", kv_cache="fp8"), Scenario("r2", "d", replicas=2)]
+    scenarios = [Scenario("tp3", "d", tp=3), Scenario("fp8", "d", weights="fp8", kv_cache="fp8"),
+                 Scenario("mi300x-fp4", "d", gpu="mi300x", weights="fp4")]
     stages, fleets = _collect(replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")),
                                                catalog, a100, scenarios))
-    assert stages["scenario"].unique().to_list() == ["r2"]
-    fp8 = fleets.filter(pl.col("scenario") == "fp8").row(0, named=True)
-    assert "does not apply to deployment 'seed-example'" in fp8["skipped"]
-    assert "no fp8 tensor throughput" in fp8["skipped"]
-    assert (fp8["gpu"], fp8["weight_dtype"], fp8["span_s"]) == ("a100-80gb-sxm", "fp8", None)
+    assert sorted(stages["scenario"].unique().to_list()) == ["fp8"]
+    skipped = {row["scenario"]: row for row in fleets.iter_rows(named=True) if row["skipped"]}
+    assert set(skipped) == {"tp3", "mi300x-fp4"}
+    assert all("does not apply to deployment 'seed-example'" in row["skipped"]
+               for row in skipped.values())
+    assert "tp=3 cannot split llama-2-7b" in skipped["tp3"]["skipped"]
+    assert "no fp4 tensor throughput and no weight-only" in skipped["mi300x-fp4"]["skipped"]
+    assert (skipped["tp3"]["gpu"], skipped["tp3"]["tp"], skipped["tp3"]["span_s"]) == (
+        "a100-80gb-sxm", 3, None)
     with pytest.raises(ScenarioNotApplicable, match="scenario 'tp1'.*no room for a KV cache"):
         scenario_deployment(catalog, catalog.deployment(BASELINE), Scenario("tp1", "d", tp=1, replicas=12))
 

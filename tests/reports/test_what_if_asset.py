@@ -3,17 +3,25 @@ and marked, the rest replay with the baseline's router, and the run succeeds."""
 
 from __future__ import annotations
 
+import shutil
+
 import dagster as dg
 import duckdb
 
 from pipelines.definitions import build_defs
-from tests.operations.conftest import head_of_sample
+from tests.operations.conftest import ROOT, head_of_sample
 
 
 def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     head_of_sample(tmp_path / "traces", "AzureLLMInferenceTrace_conv.csv", 300)
     monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(tmp_path / "traces"))
     monkeypatch.setenv("FLEETSPEND_REPORTS_DIR", str(tmp_path / "reports"))
+    # the shipped scenarios all apply to seed-example (its A100 serves fp8 weight-only); tp 3
+    # does not split Llama-2-7B's 32 heads
+    shutil.copytree(ROOT / "data" / "reference", tmp_path / "reference")
+    with open(tmp_path / "reference" / "scenarios.csv", "a") as scenarios:
+        scenarios.write('tp3,"tensor-parallel 3",,3,,,,,,,x\n')
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(tmp_path / "reference"))
     warehouse = tmp_path / "wh" / "fleetspend.duckdb"
     config = {"ops": {"replayed_fleet": {"config": {"deployment": "seed-example",
                                                     "router": "round_robin"}}}}
@@ -27,17 +35,17 @@ def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     assert checks and all(c.passed for c in checks)
     metadata = fleets_event.asset_materialization.metadata
     assert metadata["router"].value == "round_robin"
-    assert set(metadata["skipped_scenarios"].value) == {"fp8", "tp2-fp8"}
+    assert set(metadata["skipped_scenarios"].value) == {"tp3"}
 
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         marked = conn.sql("SELECT scenario, shape, requests, skipped FROM what_if"
                           " WHERE skipped IS NOT NULL ORDER BY scenario").pl()
         replayed = conn.sql("SELECT DISTINCT scenario FROM scenario_stages ORDER BY 1").pl()
         counts = conn.sql("SELECT scenario, count(*) AS n FROM scenario_stages GROUP BY 1").pl()
-    assert marked["scenario"].to_list() == ["fp8", "tp2-fp8"]
-    assert marked["shape"].to_list() == ["all", "all"] and marked["requests"].is_null().all()
-    assert all("no fp8 tensor throughput" in reason for reason in marked["skipped"])
-    assert "fp8" not in replayed["scenario"].to_list() and replayed.height == 7
+    assert marked["scenario"].to_list() == ["tp3"]
+    assert marked["shape"].to_list() == ["all"] and marked["requests"].is_null().all()
+    assert "tp=3 cannot split llama-2-7b" in marked["skipped"][0]
+    assert "tp3" not in replayed["scenario"].to_list() and replayed.height == 9
     assert (counts["n"] == 300).all()
     report = (tmp_path / "reports" / "report.md").read_text()
-    assert "cannot apply to this deployment" in report and "`tp2-fp8`: scenario 'tp2-fp8'" in report
+    assert "cannot apply to this deployment" in report and "`tp3`: scenario 'tp3'" in report

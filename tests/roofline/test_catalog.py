@@ -95,12 +95,12 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "max_batch": 64}, "max_batch"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "price_provider": "aws",
           "price_plan": "lifetime"}, "lifetime"),
-        ({"model": "llama-3.1-8b", "gpu": "a100-80gb-sxm", "weights": "fp8"}, "fp8"),
+        ({"model": "llama-3.1-8b", "gpu": "mi300x", "weights": "fp4"}, "fp4"),
         ({"model": "llama-3.1-405b", "gpu": "l4", "tp": 1}, "llama-3.1-405b"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_memory_basis": "spare"}, "spare"),
     ],
     ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
-         "no-fp8-on-a100", "too-large", "kv-memory-basis"],
+         "no-fp4-on-mi300x", "too-large", "kv-memory-basis"],
 )
 def test_build_rejects_bad_requests(catalog, kwargs, named):
     with pytest.raises(CatalogError) as info:
@@ -146,11 +146,6 @@ def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(tm
     old = load_catalog(tmp_path).deployment("seed-example")
     assert old.scheduler.kv_memory_basis == "total"
     assert old.kv_capacity_tokens == load_catalog().deployment("seed-example").kv_capacity_tokens
-
-
-def test_no_fp8_gpu_names_the_gpu(catalog):
-    with pytest.raises(CatalogError, match="a100-80gb-sxm"):
-        catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", weights="fp8")
 
 
 def test_missing_catalog_file_is_named(tmp_path):
@@ -254,6 +249,20 @@ def test_unknown_allreduce_rounds_name_the_file_and_the_choices(tmp_path):
     efficiency.write_csv(tmp_path / "gpu_efficiency.csv")
     with pytest.raises(CatalogError, match=r"allreduce_rounds='tree' for hopper / current in .*"
                                            r"gpu_efficiency.csv: expected one of log2, ring"):
+        load_catalog(tmp_path)
+
+
+@pytest.mark.parametrize("listed", ["fp8;fp9", "int8"], ids=["unknown-dtype", "has-tensor-cores"])
+def test_weight_only_dtypes_must_be_dtypes_the_gpu_lacks(tmp_path, listed):
+    for table in TABLES:
+        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
+    gpus = pl.read_csv(tmp_path / "gpus.csv").with_columns(
+        pl.when(pl.col("gpu") == "a100-80gb-sxm").then(pl.lit(listed))
+        .otherwise("weight_only_dtypes").alias("weight_only_dtypes"))
+    gpus.write_csv(tmp_path / "gpus.csv")
+    bad = listed.split(";")[-1]
+    with pytest.raises(CatalogError, match=rf"weight_only_dtypes lists '{bad}' for a100-80gb-sxm in"
+                                           r" .*gpus.csv: expected dtypes of .* that the GPU has no"):
         load_catalog(tmp_path)
 
 

@@ -33,6 +33,24 @@ def test_attention_runs_in_the_kv_dtype_not_the_weight_dtype(catalog):
     assert a100.gpu.attention_peak_tflops == 312
 
 
+def test_weights_without_tensor_cores_are_served_weight_only(catalog):
+    """fp8 weights on an A100 (no fp8 tensor cores) run as vLLM's W8A16 Marlin: half the weight
+    bytes of bf16, the GEMMs at the bf16 peak. So a batch-1 decode step (weight reads) is nearly
+    twice as fast as bf16, while a long prefill (compute) is no faster. An MI300X has no
+    weight-only fp4 kernel (Marlin is CUDA) and says so."""
+    bf16 = catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", kv_cache="bf16")
+    fp8 = catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", weights="fp8", kv_cache="bf16")
+    assert (fp8.gpu.gemm_dtype, fp8.gpu.peak_tflops) == ("bf16", bf16.gpu.peak_tflops)
+    assert fp8.weight_bytes_per_gpu == pytest.approx(bf16.weight_bytes_per_gpu / 2)
+    assert 1.6 < bf16.decode_step_s(1, 1024) / fp8.decode_step_s(1, 1024) < 2.0
+    assert fp8.prefill_s(8192) == pytest.approx(bf16.prefill_s(8192), rel=0.02)
+    assert fp8.as_row()["gemm_dtype"] == "bf16"
+    native = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8")
+    assert (native.gpu.gemm_dtype, native.gpu.peak_tflops) == ("fp8", 1978.9)
+    with pytest.raises(CatalogError, match="'mi300x' has no fp4 tensor throughput and no weight-only"):
+        catalog.build(model="llama-3.1-8b", gpu="mi300x", weights="fp4")
+
+
 def test_allreduce_latency_grows_with_the_rounds_of_the_fabric(catalog):
     """On NVSwitch every GPU reaches every peer at once: ceil(log2(tp)) rounds (1, 2, 3 at tp
     2, 4, 8). Over PCIe, and on the 2023 stack, a ring: tp - 1 rounds (1, 3, 7)."""
