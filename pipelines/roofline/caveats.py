@@ -3,7 +3,7 @@ said next to the numbers they qualify.
 
 The validation table (bench/validation/published_measurements.csv, docs/physics.md §5) shows
 where the default factors miss published measurements by more than 35%. Most of those misses
-fall into two classes of deployment; a user costing such a fleet should read the warning where
+fall into a few classes of deployment; a user costing such a fleet should read the warning where
 the cost is reported (the `caveat` of the `roofline` and `scenario_fleets` tables, the report),
 not only in the docs. tests/roofline/test_validation.py ties each caveat to its evidence: every
 row beyond 35% falls under a caveat or is one of the single rows docs/physics.md §5 explains,
@@ -27,10 +27,14 @@ class Caveat:
     text: str
 
 
+def _mla_moe(d: Deployment) -> bool:
+    return d.model.attention == "MLA" and d.model.experts > 1
+
+
 CAVEATS = (
     Caveat(
         "mla-moe",
-        lambda d: d.model.attention == "MLA" and d.model.experts > 1,
+        _mla_moe,
         "MLA with fine-grained MoE (DeepSeek-V3 class): the modelled time per output token"
         " depends on the serving stack more than for any other model. Against InferenceX's"
         " tensor-parallel runs of late 2025 to March 2026 (SGLang 0.5.6-0.5.9, TensorRT-LLM, 8 x"
@@ -39,6 +43,29 @@ CAVEATS = (
         " the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.8-4.5 x, with throughput 2.3-4.6 x"
         " below the modelled. GPU time and dollars here are uncertain by that much; calibrate on"
         " your own logs (docs/physics.md sections 5 and 6).",
+    ),
+    Caveat(
+        "high-tp-heavy-decode",
+        # MLA + MoE and MI300X deployments carry their own caveat, whose figures include their
+        # large-batch tensor-parallel misses.
+        lambda d: d.tp >= 4 and d.gpu.family != "cdna3" and not _mla_moe(d),
+        "Tensor parallelism 4-8 under heavy decode load: against NVIDIA's TensorRT-LLM max-load"
+        " tables (v0.12 to v0.20 and later, Llama 70B and 405B on A100, L40S, H100 and H200) the"
+        " modelled throughput of decode-heavy shapes (outputs longer than prompts, hundreds to"
+        " thousands of sequences per step) is a median 24% and up to 85% too high, while"
+        " prompt-heavy shapes are a median 5% too high and batches of up to 16 sequences are"
+        " within about 15%. Per-GPU throughput falls faster with tp than the modelled all-reduce"
+        " explains (that term matches nccl-tests at these message sizes). GPU time and dollars of"
+        " a busy high-tp fleet may be underestimated by that much (docs/physics.md section 5).",
+    ),
+    Caveat(
+        "b200-heavy-decode",
+        lambda d: d.gpu.family == "blackwell",
+        "B200 under heavy decode load: against NVIDIA's TensorRT-LLM max-load tables (FP4 Llama"
+        " 70B and 405B) the modelled throughput of decode-heavy shapes is a median 10% too high"
+        " at tp 1, 29% at tp 2, 32% at tp 4 and 51% at tp 8 (up to 60%); prompt-heavy shapes are"
+        " within 17% at tp 1-2. The blackwell factors rest on few measurements (docs/physics.md"
+        " sections 4 and 5).",
     ),
     Caveat(
         "cdna3-decode",
@@ -57,6 +84,6 @@ def caveats(d: Deployment) -> list[str]:
 
 
 def caveat_column(d: Deployment) -> str:
-    """The `caveat` cell of a table row about `d` (roofline, scenario_fleets): its caveats as
-    one text, empty when none applies."""
-    return " ".join(caveats(d))
+    """The `caveat` cell of a table row about `d` (roofline, scenario_fleets): its caveats one
+    per line (sql/report_caveats.sql splits them to say each once), empty when none applies."""
+    return "\n".join(caveats(d))

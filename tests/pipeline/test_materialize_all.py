@@ -133,12 +133,18 @@ def test_headline_numbers_come_from_the_tables(demo_run, demo_conn):
 
 
 def test_report_says_the_caveats_it_is_given(demo_run, demo_conn):
-    """The demo's deployment (Llama-3.1-70B on H100) and its what-if fleets (H200, B200, fp8,
-    ...) carry no physics caveat, so the report says none; given some, a baseline caveat comes
-    before the first dollar figure and a what-if fleet's under the what-if table."""
+    """The demo's deployment (Llama-3.1-70B on 4 x H100) is under the tensor-parallel caveat,
+    which the report says once, before its first dollar figure; of its what-if fleets only the
+    B200 adds one of its own (the tp-2 fleet has none), said under the what-if table."""
     tables = ReportTables.read(demo_conn)
-    assert run_sql(demo_conn, "report_caveats").fetchall() == []
-    assert "Caveat" not in (demo_run / "reports" / "report.md").read_text()
+    said = run_sql(demo_conn, "report_caveats").fetchall()
+    assert [section for section, _ in said] == ["baseline", "what_if"]
+    assert said[0][1].startswith("azure-2023-70b-h100: Tensor parallelism 4-8 under heavy decode")
+    assert said[1][1].startswith("what-if `b200`: B200 under heavy decode load")
+    text = (demo_run / "reports" / "report.md").read_text()
+    assert text.count("Tensor parallelism 4-8") == 1
+    assert text.index("**Caveat:** azure-2023-70b-h100: Tensor parallelism") < text.index("$")
+    assert text.index("## What would cut it") < text.index("- what-if `b200`: B200 under")
     charts = {stem: f"{stem}.png" for stem in CHARTS}
     warned = report_markdown(tables, "azure-2023-70b-h100", charts,
                              [("baseline", "azure-2023-70b-h100: it is off"),

@@ -180,13 +180,16 @@ def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, con
 
 def test_a_what_if_fleet_carries_its_physics_caveat(catalog, baseline, conv_head):
     """A GPU swap to an MI300X is priced, and its fleet row says what the physics gets wrong
-    there (caveats.py), for the report to repeat; the H100 baseline's swaps to H200 carry none."""
+    there (caveats.py), for the report to repeat; the tp-4 baseline's swap to H200 carries the
+    tensor-parallel caveat, and at tp 2 none."""
     _, fleets = _collect(replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")),
                                           catalog, baseline,
                                           [Scenario("mi300x", "d", gpu="mi300x"),
-                                           Scenario("h200", "d", gpu="h200-sxm")]))
+                                           Scenario("h200", "d", gpu="h200-sxm"),
+                                           Scenario("h200-tp2", "d", gpu="h200-sxm", tp=2)]))
     by_scenario = dict(zip(fleets["scenario"], fleets["caveat"], strict=True))
-    assert by_scenario["mi300x"].startswith("MI300X decode") and by_scenario["h200"] == ""
+    assert by_scenario["mi300x"].startswith("MI300X decode")
+    assert by_scenario["h200"].startswith("Tensor parallelism 4-8") and by_scenario["h200-tp2"] == ""
 
 
 def test_runs_are_replayed_one_at_a_time(catalog, baseline, conv_head):

@@ -22,24 +22,45 @@ def test_caveats_name_the_classes(catalog):
     deepseek = catalog.build(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8")
     mixtral = catalog.build(model="mixtral-8x7b", gpu="h100-sxm", tp=2, weights="fp8")
     mi300x = catalog.build(model="llama-3.1-70b", gpu="mi300x", tp=8, weights="fp8")
-    h100 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
-    assert [c.name for c in CAVEATS if c.applies(deepseek)] == ["mla-moe"]
+    h100 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, weights="fp8")
+    h100_tp4 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
+    b200_tp8 = catalog.build(model="llama-3.1-70b", gpu="b200", tp=8, weights="fp4")
+
+    def named(d):
+        return [c.name for c in CAVEATS if c.applies(d)]
+
+    # MLA + MoE and MI300X keep their own caveat only, at tp 8 too
+    assert named(deepseek) == ["mla-moe"] and named(mi300x) == ["cdna3-decode"]
     assert caveats(mixtral) == [] and caveats(h100) == []  # MoE without MLA, dense on Hopper
-    assert [c.name for c in CAVEATS if c.applies(mi300x)] == ["cdna3-decode"]
+    assert named(h100_tp4) == ["high-tp-heavy-decode"]
+    assert named(b200_tp8) == ["high-tp-heavy-decode", "b200-heavy-decode"]
     assert "DeepSeek-V3" in deepseek.as_row()["caveat"] and h100.as_row()["caveat"] == ""
+    assert h100_tp4.as_row()["caveat"].startswith("Tensor parallelism 4-8 under heavy decode")
 
 
 def test_report_caveats_are_those_of_the_replayed_and_what_if_deployments():
+    """Each caveat once: a baseline deployment's with its name; a what-if one with the scenarios
+    it applies to, unless the baseline already says it (a cell holds one caveat per line)."""
     conn = duckdb.connect()
     write_table(conn, "roofline", pl.DataFrame({
-        "deployment": ["dense", "deepseek", "unused"], "caveat": ["", "MLA caveat", "MI300X caveat"]}))
+        "deployment": ["dense", "deepseek", "unused"],
+        "caveat": ["TP caveat", "MLA caveat\nTP caveat", "MI300X caveat"]}))
     write_table(conn, "request_stages", pl.DataFrame({
         "deployment": ["dense", "deepseek"], "scenario": ["baseline", "baseline"]}))
     write_table(conn, "scenario_fleets", pl.DataFrame({
-        "scenario": ["h200", "mi300x", "mi300x"],  # one row per trace
-        "deployment": ["dense@h200", "dense@mi300x", "dense@mi300x"],
-        "caveat": ["", "MI300X caveat", "MI300X caveat"]}))
+        "scenario": ["h200", "mi300x", "mi300x", "b200", "tp2"],  # one row per trace
+        "deployment": ["dense@h200", "dense@mi300x", "dense@mi300x", "dense@b200", "dense-tp2"],
+        "caveat": ["TP caveat", "MI300X caveat", "MI300X caveat", "TP caveat\nB200 caveat",
+                   "B200 caveat"]}))
     assert run_sql(conn, "report_caveats").fetchall() == [
         ("baseline", "deepseek: MLA caveat"),
-        ("what_if", "what-if `mi300x` (dense@mi300x): MI300X caveat"),
+        ("baseline", "deepseek: TP caveat"),
+        ("baseline", "dense: TP caveat"),
+        ("what_if", "what-if `b200`, `tp2`: B200 caveat"),
+        ("what_if", "what-if `mi300x`: MI300X caveat"),
     ]
+
+
+def test_a_deployment_under_two_caveats_has_one_per_line(catalog):
+    b200 = catalog.build(model="llama-3.1-70b", gpu="b200", tp=8, weights="fp4")
+    assert b200.as_row()["caveat"].split("\n") == caveats(b200) and len(caveats(b200)) == 2

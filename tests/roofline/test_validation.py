@@ -75,6 +75,10 @@ EXPLAINED_ROWS = {
     ("vllm-2023", "a100-80gb-sxm", 8, "ttft_s", 8192, None),
     ("vllm-2023", "h100-sxm", 8, "ttft_s", 8192, None),
     ("trtllm", "h100-sxm", 2, "ttft_s", 5000, 100),  # the KV-cache knee
+    # TensorRT-LLM v0.12's fp16 70B on 2 x A100: ~5 GB of KV room per GPU, fewer sequences than
+    # the model's pool (v0.15 measured the same configuration within -3..-12%)
+    ("trtllm-bench", "a100-80gb-sxm", 2, "max_throughput_tok_s", 128, None),
+    ("trtllm-bench", "a100-80gb-sxm", 2, "max_throughput_tok_s", 2048, None),
 }
 
 
@@ -179,9 +183,10 @@ def test_mi300x_small_batch_decode_is_all_reduce_bound_as_on_h100(validated, hop
 
 def test_pcie_tensor_parallel_rows_within_a_quarter(validated):
     """70B on 4 x L40S: the all-reduces over PCIe run at the bus bandwidth NCCL achieves there
-    (0.55 of the line rate), which brought these rows from +33..+51% to within 21%."""
+    (0.55 of the line rate), which brought the v0.17 rows from +33..+51% to within 21%; the
+    v0.15 rows of the same configuration, added later, are within 22%."""
     l40s = validated.filter((pl.col("gpu") == "l40s") & (pl.col("tp") == 4))
-    assert l40s.height == 5
+    assert l40s.height == 14 and l40s["source"].n_unique() == 2
     assert l40s["error"].abs().max() < 0.25, l40s
 
 
