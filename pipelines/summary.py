@@ -1,5 +1,6 @@
 """`python -m pipelines.summary`: print the fleet summary, the top request shapes and the what-if
-savings from the warehouse (read-only), and say where the warehouse and the report files are."""
+savings from the warehouse (read-only), and say where the warehouse and the report files are.
+The physics caveats of what it prices come first, before any dollar figure, as in the report."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pipelines.reports.text import (
     markdown_table,
     summary_lines,
 )
+from pipelines.warehouse import run_sql
 
 
 def main(top: int = 10) -> int:
@@ -28,6 +30,7 @@ def main(top: int = 10) -> int:
     with duckdb.connect(str(path), read_only=True) as conn:
         try:
             tables = ReportTables.read(conn)
+            caveats = run_sql(conn, "report_caveats").fetchall()
         except duckdb.CatalogException:
             print(f"fleetspend: {path} has no report tables yet; run `make demo`", file=sys.stderr)
             return 1
@@ -35,6 +38,9 @@ def main(top: int = 10) -> int:
                      if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever",
                                   "cost_lever")}
     what_if_columns = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "description"}
+    if caveats:
+        print("\n== Physics caveats (docs/physics.md section 5) ==")
+        print("\n".join(f"- {text}" for _, text in caveats))
     print("\n== Fleet summary ==")
     print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
     print(f"\n== Top {top} request shapes by share of spend ==")

@@ -42,6 +42,9 @@ def test_validate_materialize_and_summary(tmp_path):
     assert summary.returncode == 0, summary.stderr
     out = summary.stdout
     assert "== Fleet summary ==" in out and "28,185 requests" in out
+    # the demo's tp-4 deployment is under a physics caveat, said before the first dollar figure
+    assert out.index("== Physics caveats") < out.index("$")
+    assert "- azure-2023-70b-h100: Tensor parallelism 4-8" in out
     assert "== Top 10 request shapes by share of spend ==" in out
     assert "dominant stage" in out and "== What-if replays (all shapes) ==" in out
     assert str(tmp_path / "wh" / "fleetspend.duckdb") in out
