@@ -190,7 +190,7 @@ def replay_fleet(
             deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
             sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
             sched.kv_block_tokens, float(bin_s), ROUTERS[router],
-            PROGRESS_EVERY if progress else 0,
+            sched.kv_reservation == "full", PROGRESS_EVERY if progress else 0,
         )
     del cached, offsets, hashes
     if np.isnan(finished).any():

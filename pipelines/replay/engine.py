@@ -26,7 +26,10 @@ simulator in tests/replay/reference.py, which must agree with this loop to 1e-9)
        (`max_batched_tokens` minus the decodes), when chunked prefill is on;
     3. waiting sequences are admitted in FCFS order while a sequence slot is free, the token
        budget is not spent and KV blocks for the whole prompt can be reserved; the first
-       sequence that does not fit stops admission (no overtaking). Without chunked prefill a
+       sequence that does not fit stops admission (no overtaking). With `reserve_output`
+       (TensorRT-LLM's default GUARANTEED_NO_EVICT capacity scheduler) admission reserves the
+       blocks of the whole sequence, prompt + output - 1 tokens, so a decode never needs a block
+       and nothing is preempted; a burst waits in the queue instead of thrashing. Without chunked prefill a
        prompt is prefilled whole, and only joins a step whose prefills leave room for it
        (or as the step's only prefill).
   The step's duration comes from the roofline (pipelines/roofline/step.py) over all its tokens.
@@ -359,12 +362,13 @@ def _drop_oldest(slot, lru, index, free_slots, r):
 def simulate(
     arrival, prompt, output, cached, hash_offsets, hashes, hash_tokens, coef, replicas,
     max_seqs, max_batched_tokens, chunked_prefill, kv_capacity_blocks, block_tokens, bin_s,
-    router, progress_every=0,
+    router, reserve_output=False, progress_every=0,
 ):
     """Replay requests (sorted by arrival) on `replicas` identical replicas.
 
     Request i's prefix hashes are hashes[hash_offsets[i]:hash_offsets[i + 1]], one per
-    hash_tokens tokens of its prompt (hash_tokens a multiple of block_tokens).
+    hash_tokens tokens of its prompt (hash_tokens a multiple of block_tokens). With
+    `reserve_output`, admission reserves KV blocks for the whole sequence (module docstring).
 
     Returns per-request arrays (replica, admitted, first token, finished, preemptions,
     prefill GPU-s, decode GPU-s, compute-bound GPU-s, cached tokens at first admission) and
@@ -670,7 +674,8 @@ def simulate(
                 if slot[REF, index[key]] == 0:
                     matched_unused += 1
                 matched += 1
-            need = _blocks(target[h], block_tokens) - matched * hash_blocks
+            span = prompt[h] + output[h] - 1 if reserve_output else target[h]
+            need = _blocks(span, block_tokens) - matched * hash_blocks
             if need > free + (lru[UNUSED, r] - matched_unused) * hash_blocks:
                 break
             start_ctx = max(ctx[h], matched * hash_tokens)
@@ -731,7 +736,9 @@ def simulate(
                 i = running[r, j]
                 remaining_steps = min(remaining_steps, output[i] - generated[i])
             room = free + lru[UNUSED, r] * hash_blocks   # unused cache entries can be dropped
-            steps = min(remaining_steps, 1 + block_tokens * (room // n_run[r]))
+            steps = remaining_steps
+            if not reserve_output:   # reserved sequences never take another block
+                steps = min(steps, 1 + block_tokens * (room // n_run[r]))
             run_steps[r] = steps
             run_t0[r] = t
             run_s0[r] = kv_read

@@ -18,6 +18,7 @@ from pipelines.roofline.deployment import (
     ALLREDUCE_ROUNDS,
     DTYPE_BYTES,
     KV_MEMORY_BASES,
+    KV_RESERVATIONS,
     Deployment,
     Efficiency,
     GpuSpec,
@@ -94,6 +95,7 @@ class Catalog:
             chunked_prefill=row["chunked_prefill"], kv_memory_fraction=row["kv_memory_fraction"],
             kv_block_tokens=row["kv_block_tokens"],
             kv_memory_basis=row.get("kv_memory_basis") or "total",
+            kv_reservation=row.get("kv_reservation") or "prompt",
             price_provider=row["price_provider"], price_plan=row["price_plan"],
             stack=row.get("stack") or DEFAULT_STACK,
             network=Network(row["net_one_way_s"], row["net_bytes_per_token"],
@@ -123,7 +125,8 @@ class Catalog:
     ) -> Deployment:
         """An ad-hoc deployment. Scheduler options are those of `Scheduler` (max_seqs,
         max_batched_tokens, chunked_prefill, kv_memory_fraction, kv_block_tokens,
-        kv_memory_basis: "total" for vLLM / SGLang, "free" for TensorRT-LLM); efficiency
+        kv_memory_basis: "total" for vLLM / SGLang, "free" for TensorRT-LLM; kv_reservation:
+        "prompt" for vLLM / SGLang, "full" for TensorRT-LLM); efficiency
         arguments override the defaults of the GPU family under the serving `stack`
         (gpu_efficiency.csv: `current` = today's engines with CUDA graphs and custom all-reduce,
         vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled)."""
@@ -171,6 +174,11 @@ class Catalog:
             raise CatalogError(f"kv_memory_basis={basis!r}: expected one of"
                                f" {', '.join(KV_MEMORY_BASES)} (the fraction of total memory, as"
                                f" vLLM and SGLang read it, or of free memory, as TensorRT-LLM does)")
+        reservation = scheduler_options.get("kv_reservation", "prompt")
+        if reservation not in KV_RESERVATIONS:
+            raise CatalogError(f"kv_reservation={reservation!r}: expected one of"
+                               f" {', '.join(KV_RESERVATIONS)} (a sequence's prompt, as vLLM and"
+                               f" SGLang reserve, or its whole length, as TensorRT-LLM does)")
         for label in ("compute_efficiency", "bandwidth_efficiency"):
             value = getattr(efficiency, label)
             if not 0.0 < value <= 1.0:

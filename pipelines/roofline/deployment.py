@@ -76,6 +76,11 @@ ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads stay in bf16
 GIB = 2.0**30
 # How an engine's KV memory fraction is read (module docstring, KV capacity).
 KV_MEMORY_BASES = ("total", "free")
+# What a sequence reserves in the KV cache on admission: its prompt, taking blocks as it decodes
+# and preempting the newest sequence when none is free (vLLM, SGLang), or its whole length,
+# prompt + output, so that nothing is ever preempted (TensorRT-LLM's default capacity
+# scheduler, GUARANTEED_NO_EVICT). pipelines/replay/engine.py applies it.
+KV_RESERVATIONS = ("prompt", "full")
 # How the latency of a small all-reduce grows with the tensor-parallel degree (step.py, A_lat):
 # "log2": ceil(log2(tp)) rounds, GPUs that reach every peer at once (NVSwitch, Infinity Fabric
 # mesh), as recursive doubling takes (a tp that is not a power of two needs the next one's);
@@ -139,6 +144,7 @@ class Scheduler:
     kv_memory_fraction: float = 0.9
     kv_block_tokens: int = 16
     kv_memory_basis: str = "total"  # "total" (vLLM, SGLang) or "free" (TensorRT-LLM)
+    kv_reservation: str = "prompt"  # "prompt" (vLLM, SGLang) or "full" (TensorRT-LLM): KV_RESERVATIONS
 
 
 @dataclass(frozen=True)

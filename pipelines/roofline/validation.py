@@ -57,7 +57,12 @@ from pipelines.roofline.frontend import FRONTEND_S
 # max_num_tokens 8192, a KV cache of 0.90 of the memory free after loading ("allocate 90% of
 # free GPU memory for KV cache", docs "How to Change KV Cache Behavior"), chunked context off
 # unless asked for ("To enable chunked context, please set the enable_chunked_prefill in LLM API
-# to True", docs features/long-sequence). trtllm-bench: the same with the perf overview's
+# to True", docs features/long-sequence), and each admitted request's whole length reserved in
+# the KV cache: the default capacity scheduler policy is GUARANTEED_NO_EVICT ("to guarantee that a
+# started request is never paused", docs performance-tuning-guide/useful-runtime-flags; NVIDIA's
+# dynamo-mocker: "reserve prompt + max_output per admitted request up front; never preempt"; a
+# replay knows the tokens generated, not the max_tokens asked for, so it reserves those).
+# trtllm-bench: the same with the perf overview's
 # `--kv_cache_free_gpu_mem_fraction 0.95` ("better performance than the default setting of
 # 0.90"). trtllm-serving: the Triton TensorRT-LLM backend of the perf overview's online table, at
 # TensorRT-LLM's defaults.
@@ -66,7 +71,7 @@ from pipelines.roofline.frontend import FRONTEND_S
 # for the rows that state no limits of their own (at most 64 clients, which never fill the KV
 # cache), and the rows that do state them carry them in SCHEDULER_COLUMNS.
 TRTLLM_DEFAULTS = {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.9,
-                   "kv_memory_basis": "free", "chunked_prefill": False}
+                   "kv_memory_basis": "free", "chunked_prefill": False, "kv_reservation": "full"}
 ENGINE_SCHEDULER = {
     "trtllm": TRTLLM_DEFAULTS,
     "trtllm-bench": {**TRTLLM_DEFAULTS, "kv_memory_fraction": 0.95},

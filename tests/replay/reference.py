@@ -70,7 +70,7 @@ def blocks(tokens: int, block: int) -> int:
 
 def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batched_tokens,
              chunked_prefill, kv_capacity_blocks, block_tokens, router, hashes=None,
-             hash_tokens=512) -> Outcome:
+             hash_tokens=512, reserve_output=False) -> Outcome:
     hashes = hashes if hashes is not None else [[] for _ in arrival]
     seqs = [Sequence(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i]),
                      int(prompt[i]), list(hashes[i])) for i in range(len(arrival))]
@@ -167,8 +167,9 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
                     break
             if s not in r.running:
                 break
-            s.reserved += need
-            r.used_blocks += need
+            if need > 0:   # a sequence admitted with its whole length already holds the block
+                s.reserved += need
+                r.used_blocks += need
             s.chunk = 1
             budget -= 1
         # 2. running prefills
@@ -185,7 +186,8 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
             while (matched < min(len(h.hashes), (h.target - 1) // hash_tokens)
                    and h.hashes[matched] in r.users):
                 matched += 1
-            need = blocks(h.target, block_tokens) - matched * entry_blocks
+            span = h.prompt + h.output - 1 if reserve_output else h.target
+            need = blocks(span, block_tokens) - matched * entry_blocks
             droppable = [x for x in r.unused if x not in h.hashes[:matched]]
             if need > free(r) + len(droppable) * entry_blocks:
                 break

@@ -86,6 +86,7 @@ def scenarios(draw):
         kv_capacity_blocks=capacity_blocks,
         block_tokens=block,
         router=draw(st.sampled_from(sorted(engine.ROUTERS))),
+        reserve_output=draw(st.booleans()),
     )
 
 
@@ -106,8 +107,11 @@ def test_engine_agrees_with_the_reference(case):
         case["flat_hashes"], case["hash_tokens"], case["coef"],
         case["replicas"], case["max_seqs"], case["max_batched_tokens"], case["chunked_prefill"],
         case["kv_capacity_blocks"], case["block_tokens"], bin_s, engine.ROUTERS[case["router"]],
+        case["reserve_output"],
     )
     seqs = ref.sequences
+    if case["reserve_output"]:
+        assert not preemptions.any()   # a sequence admitted with its whole length never waits
     assert replica.tolist() == [s.replica for s in seqs]
     assert preemptions.tolist() == [s.preemptions for s in seqs]
     assert hit.tolist() == [s.hit for s in seqs]

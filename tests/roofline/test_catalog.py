@@ -98,9 +98,10 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
         ({"model": "llama-3.1-8b", "gpu": "mi300x", "weights": "fp4"}, "fp4"),
         ({"model": "llama-3.1-405b", "gpu": "l4", "tp": 1}, "llama-3.1-405b"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_memory_basis": "spare"}, "spare"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_reservation": "half"}, "half"),
     ],
     ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
-         "no-fp4-on-mi300x", "too-large", "kv-memory-basis"],
+         "no-fp4-on-mi300x", "too-large", "kv-memory-basis", "kv-reservation"],
 )
 def test_build_rejects_bad_requests(catalog, kwargs, named):
     with pytest.raises(CatalogError) as info:

@@ -74,7 +74,6 @@ def test_summary_per_source_partitions_the_table(validated):
 EXPLAINED_ROWS = {
     ("vllm-2023", "a100-80gb-sxm", 8, "ttft_s", 8192, None),
     ("vllm-2023", "h100-sxm", 8, "ttft_s", 8192, None),
-    ("trtllm", "h100-sxm", 2, "ttft_s", 5000, 100),  # the KV-cache knee
     # TensorRT-LLM v0.12's fp16 70B on 2 x A100: ~5 GB of KV room per GPU, fewer sequences than
     # the model's pool (v0.15 measured the same configuration within -3..-12%)
     ("trtllm-bench", "a100-80gb-sxm", 2, "max_throughput_tok_s", 128, None),
