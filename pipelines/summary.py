@@ -1,6 +1,7 @@
 """`python -m pipelines.summary`: print the fleet summary, the top request shapes and the what-if
 savings from the warehouse (read-only), and say where the warehouse and the report files are.
-The physics caveats of what it prices come first, before any dollar figure, as in the report."""
+The physics caveats of what it prices come first, before any dollar figure (the report puts a
+what-if fleet's under its table; here every caveat leads, a what-if one named as such)."""
 
 from __future__ import annotations
 

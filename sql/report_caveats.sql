@@ -1,8 +1,8 @@
 -- The physics caveats (pipelines/roofline/caveats.py) of what the report prices: those of the
 -- deployments the baseline replay ran on (roofline.caveat) and of the what-if fleets
 -- (scenario_fleets.caveat). A caveat cell holds one caveat per line; each caveat is said once:
--- a baseline deployment's with its name, a what-if one (unless the baseline already says it)
--- with the scenarios it applies to. `section` says where the report puts it.
+-- a baseline one with the deployments it applies to, a what-if one (unless the baseline already
+-- says it) with the scenarios it applies to. `section` says where the report puts it.
 WITH baseline AS (
     SELECT DISTINCT deployment, unnest(string_split(caveat, chr(10))) AS caveat
     FROM roofline
@@ -14,8 +14,10 @@ what_if AS (
     FROM scenario_fleets
     WHERE caveat <> ''
 )
-SELECT 'baseline' AS section, deployment || ': ' || caveat AS caveat
+SELECT 'baseline' AS section,
+       string_agg(deployment, ', ' ORDER BY deployment) || ': ' || caveat AS caveat
 FROM baseline
+GROUP BY caveat
 UNION ALL
 SELECT 'what_if' AS section,
        'what-if ' || string_agg('`' || scenario || '`', ', ' ORDER BY scenario) || ': ' || caveat

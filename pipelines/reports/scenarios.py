@@ -13,8 +13,9 @@ A GPU swap takes the new GPU family's efficiency factors and default price; othe
 baseline's efficiency overrides and price plan are kept.
 
 A scenario whose names are wrong (unknown GPU or dtype) is a ScenarioError wherever it runs. One
-whose change cannot apply to a particular baseline (fp8 on a GPU without fp8 tensor cores, a tp
-that does not split that model, weights that leave no room for a KV cache) is
+whose change cannot apply to a particular baseline (fp4 on a GPU that has neither fp4 tensor
+cores nor a weight-only kernel, a tp that does not split that model, weights that leave no room
+for a KV cache) is
 ScenarioNotApplicable: `replay_scenarios` skips it on that baseline and records why, so a
 scenario file written for one fleet does not block replays of another.
 """

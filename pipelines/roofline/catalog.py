@@ -325,9 +325,10 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                            f" of {', '.join(ALLREDUCE_ROUNDS)}")
     for gpu_row in frames["gpus"].iter_rows(named=True):
         for dtype in _weight_only(gpu_row):
-            if dtype not in DTYPE_BYTES or _has_peak(gpu_row, dtype):
+            if dtype not in DTYPE_BYTES or _has_peak(gpu_row, dtype) or not _has_peak(gpu_row, "bf16"):
                 raise CatalogError(
                     f"weight_only_dtypes lists {dtype!r} for {gpu_row['gpu']} in"
                     f" {directory / 'gpus.csv'}: expected dtypes of {', '.join(DTYPE_BYTES)}"
-                    f" that the GPU has no tensor throughput for")
+                    f" that the GPU has no tensor throughput for, on a GPU with a bf16 peak"
+                    f" to compute them at")
     return Catalog(directory=directory, **frames)

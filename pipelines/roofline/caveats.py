@@ -46,26 +46,26 @@ CAVEATS = (
     ),
     Caveat(
         "high-tp-heavy-decode",
-        # MLA + MoE and MI300X deployments carry their own caveat, whose figures include their
-        # large-batch tensor-parallel misses.
-        lambda d: d.tp >= 4 and d.gpu.family != "cdna3" and not _mla_moe(d),
+        # MLA + MoE, MI300X and B200 deployments carry their own caveat, whose figures include
+        # their large-batch tensor-parallel misses.
+        lambda d: d.tp >= 4 and d.gpu.family not in ("cdna3", "blackwell") and not _mla_moe(d),
         "Tensor parallelism 4-8 under heavy decode load: against NVIDIA's TensorRT-LLM max-load"
         " tables (v0.12 to v0.20 and later, Llama 70B and 405B on A100, L40S, H100 and H200) the"
-        " modelled throughput of decode-heavy shapes (outputs longer than prompts, hundreds to"
-        " thousands of sequences per step) is a median 24% and up to 85% too high, while"
-        " prompt-heavy shapes are a median 5% too high and batches of up to 16 sequences are"
-        " within about 15%. Per-GPU throughput falls faster with tp than the modelled all-reduce"
+        " modelled throughput of shapes whose outputs are at least as long as their prompts"
+        " (hundreds to thousands of sequences per step) is a median 17% and up to 85% too high,"
+        " while shorter outputs are a median 3% too high and the latency rows at small batches"
+        " a median 5% off. Per-GPU throughput falls faster with tp than the modelled all-reduce"
         " explains (that term matches nccl-tests at these message sizes). GPU time and dollars of"
         " a busy high-tp fleet may be underestimated by that much (docs/physics.md section 5).",
     ),
     Caveat(
         "b200-heavy-decode",
-        lambda d: d.gpu.family == "blackwell",
+        lambda d: d.gpu.family == "blackwell" and not _mla_moe(d),
         "B200 under heavy decode load: against NVIDIA's TensorRT-LLM max-load tables (FP4 Llama"
-        " 70B and 405B) the modelled throughput of decode-heavy shapes is a median 10% too high"
-        " at tp 1, 29% at tp 2, 32% at tp 4 and 51% at tp 8 (up to 60%); prompt-heavy shapes are"
-        " within 17% at tp 1-2. The blackwell factors rest on few measurements (docs/physics.md"
-        " sections 4 and 5).",
+        " 70B and 405B) the modelled throughput of shapes whose outputs are at least as long as"
+        " their prompts is a median 3% too high at tp 1, 28% at tp 2 and 4 and 45% at tp 8 (up to"
+        " 60%); shorter outputs are within 17%. The blackwell factors rest on few measurements"
+        " (docs/physics.md sections 4 and 5).",
     ),
     Caveat(
         "cdna3-decode",

@@ -374,7 +374,8 @@ class Deployment:
 
     def as_row(self) -> dict:
         """The `roofline` table row: every coefficient the replay uses, readable in SQL, and the
-        physics caveat of this class of deployment (caveats.py; empty for most)."""
+        physics caveats of this class of deployment (caveats.py; one per line, empty where none
+        applies)."""
         return {
             "deployment": self.name,
             "model": self.model.model,
