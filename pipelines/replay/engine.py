@@ -735,9 +735,9 @@ def simulate(
             for j in range(1, n_run[r]):
                 i = running[r, j]
                 remaining_steps = min(remaining_steps, output[i] - generated[i])
-            room = free + lru[UNUSED, r] * hash_blocks   # unused cache entries can be dropped
             steps = remaining_steps
             if not reserve_output:   # reserved sequences never take another block
+                room = free + lru[UNUSED, r] * hash_blocks   # unused cache entries can be dropped
                 steps = min(steps, 1 + block_tokens * (room // n_run[r]))
             run_steps[r] = steps
             run_t0[r] = t

@@ -30,8 +30,17 @@ from pipelines.roofline.deployment import (
 DEFAULT_REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "reference"
 TABLES = ("gpus", "gpu_efficiency", "models", "prices", "deployments")
 DEFAULT_STACK = "current"
-# Columns the physics reads (deployments.csv may omit `stack` and `kv_memory_basis`: the default
-# stack and the vLLM reading of the memory fraction apply).
+# Scheduler options that take one of a few named values (optional in deployments.csv, the
+# Scheduler default when absent): their choices, and what the choice means, for the error.
+SCHEDULER_CHOICES = {
+    "kv_memory_basis": (KV_MEMORY_BASES, "the fraction of total memory, as vLLM and SGLang read"
+                        " it, or of free memory, as TensorRT-LLM does"),
+    "kv_reservation": (KV_RESERVATIONS, "a sequence's prompt, as vLLM and SGLang reserve, or its"
+                       " whole length, as TensorRT-LLM does"),
+}
+# Columns the physics reads (deployments.csv may omit `stack` and the SCHEDULER_CHOICES options:
+# the default stack and the Scheduler defaults, vLLM's, apply; gpus.csv may omit
+# `weight_only_dtypes`).
 REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
@@ -94,8 +103,7 @@ class Catalog:
             max_seqs=row["max_seqs"], max_batched_tokens=row["max_batched_tokens"],
             chunked_prefill=row["chunked_prefill"], kv_memory_fraction=row["kv_memory_fraction"],
             kv_block_tokens=row["kv_block_tokens"],
-            kv_memory_basis=row.get("kv_memory_basis") or "total",
-            kv_reservation=row.get("kv_reservation") or "prompt",
+            **{option: row[option] for option in SCHEDULER_CHOICES if row.get(option)},
             price_provider=row["price_provider"], price_plan=row["price_plan"],
             stack=row.get("stack") or DEFAULT_STACK,
             network=Network(row["net_one_way_s"], row["net_bytes_per_token"],
@@ -169,16 +177,11 @@ class Catalog:
             value = scheduler_options.get(option, 1)
             if int(value) != value or value < 1:
                 raise CatalogError(f"{option}={value}: expected a whole number >= 1")
-        basis = scheduler_options.get("kv_memory_basis", "total")
-        if basis not in KV_MEMORY_BASES:
-            raise CatalogError(f"kv_memory_basis={basis!r}: expected one of"
-                               f" {', '.join(KV_MEMORY_BASES)} (the fraction of total memory, as"
-                               f" vLLM and SGLang read it, or of free memory, as TensorRT-LLM does)")
-        reservation = scheduler_options.get("kv_reservation", "prompt")
-        if reservation not in KV_RESERVATIONS:
-            raise CatalogError(f"kv_reservation={reservation!r}: expected one of"
-                               f" {', '.join(KV_RESERVATIONS)} (a sequence's prompt, as vLLM and"
-                               f" SGLang reserve, or its whole length, as TensorRT-LLM does)")
+        for option, (choices, meaning) in SCHEDULER_CHOICES.items():
+            value = scheduler_options.get(option, getattr(Scheduler, option))
+            if value not in choices:
+                raise CatalogError(f"{option}={value!r}: expected one of {', '.join(choices)}"
+                                   f" ({meaning})")
         for label in ("compute_efficiency", "bandwidth_efficiency"):
             value = getattr(efficiency, label)
             if not 0.0 < value <= 1.0:
