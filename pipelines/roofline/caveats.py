@@ -38,7 +38,7 @@ CAVEATS = (
         "MLA with fine-grained MoE (DeepSeek-V3 class): the modelled time per output token"
         " depends on the serving stack more than for any other model. Against InferenceX's"
         " tensor-parallel runs of late 2025 to March 2026 (SGLang 0.5.6-0.5.9, TensorRT-LLM, 8 x"
-        " H200 or 4-8 x B200) it is between 37% too short and 24% too long (median within 1%);"
+        " H200 or 4-8 x B200) it is between 30% too short and 24% too long (median within 1%);"
         " on 8 x MI300X (SGLang 0.5.9) a measured step takes 1.7-2.7 x the modelled one, and on"
         " the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.8-4.5 x, with throughput 2.3-4.6 x"
         " below the modelled. GPU time and dollars here are uncertain by that much; calibrate on"
@@ -46,26 +46,18 @@ CAVEATS = (
     ),
     Caveat(
         "high-tp-heavy-decode",
-        # MLA + MoE, MI300X and B200 deployments carry their own caveat, whose figures include
-        # their large-batch tensor-parallel misses.
-        lambda d: d.tp >= 4 and d.gpu.family not in ("cdna3", "blackwell") and not _mla_moe(d),
+        # MLA + MoE and MI300X deployments carry their own caveat, whose figures include their
+        # large-batch tensor-parallel misses.
+        lambda d: d.tp >= 4 and d.gpu.family != "cdna3" and not _mla_moe(d),
         "Tensor parallelism 4-8 under heavy decode load: against NVIDIA's TensorRT-LLM max-load"
-        " tables (v0.12 to v0.20 and later, Llama 70B and 405B on A100, L40S, H100 and H200) the"
-        " modelled throughput of shapes whose outputs are at least as long as their prompts"
-        " (hundreds to thousands of sequences per step) is a median 17% and up to 85% too high,"
-        " while shorter outputs are a median 3% too high and the latency rows at small batches"
-        " a median 5% off. Per-GPU throughput falls faster with tp than the modelled all-reduce"
-        " explains (that term matches nccl-tests at these message sizes). GPU time and dollars of"
-        " a busy high-tp fleet may be underestimated by that much (docs/physics.md section 5).",
-    ),
-    Caveat(
-        "b200-heavy-decode",
-        lambda d: d.gpu.family == "blackwell" and not _mla_moe(d),
-        "B200 under heavy decode load: against NVIDIA's TensorRT-LLM max-load tables (FP4 Llama"
-        " 70B and 405B) the modelled throughput of shapes whose outputs are at least as long as"
-        " their prompts is a median 3% too high at tp 1, 28% at tp 2 and 4 and 45% at tp 8 (up to"
-        " 60%); shorter outputs are within 17%. The blackwell factors rest on few measurements"
-        " (docs/physics.md sections 4 and 5).",
+        " tables (v0.12 to v0.20 and later, Llama 70B and 405B on A100, L40S, H100, H200 and"
+        " B200) the modelled throughput of shapes whose outputs are at least as long as their"
+        " prompts (hundreds to thousands of sequences per step) is a median 17% and up to 85%"
+        " too high, while shorter outputs are a median 1% off and the latency rows at small"
+        " batches a median 5%. Per-GPU throughput falls faster with tp than the modelled"
+        " all-reduce explains (that term matches nccl-tests at these message sizes). GPU time"
+        " and dollars of a busy high-tp fleet may be underestimated by that much"
+        " (docs/physics.md section 5).",
     ),
     Caveat(
         "cdna3-decode",

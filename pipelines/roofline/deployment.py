@@ -7,7 +7,8 @@ one decode step over a batch take.
 
 Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
 
-- weights:  total_params * bytes(weight dtype) / tp. For a mixture of experts the expert share is
+- weights:  total_params * bytes(weight dtype) / tp, bytes with block scales (DTYPE_BYTES: fp4 is
+  NVFP4, 4.5 bits a value). For a mixture of experts the expert share is
   derived from the catalog's total and active counts: with E experts, k per token,
   per_expert = (total - active) / (E - k) and shared = total - E * per_expert.
 - KV cache per token: GQA/MHA: 2 (K and V) * layers * ceil(kv_heads / tp) * head_dim * bytes(kv
@@ -71,7 +72,14 @@ import numpy as np
 from pipelines.roofline import step
 from pipelines.roofline.caveats import caveat_column
 
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
+# Bytes per stored value, block scales included. fp4 is NVFP4 (Blackwell's native format, also
+# what TensorRT-LLM's fp4 KV cache and vLLM's FP4 Marlin read): 4-bit E2M1 values in blocks of
+# 16 sharing one FP8 E4M3 scale, 72 bits per 16 values = 4.5 bits (plus one FP32 scale per
+# tensor, negligible); NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision
+# Inference" (developer blog, June 2025); modal.com/llm-almanac/block-quants. The other scales
+# are negligible: fp8 per-tensor or DeepSeek's one FP32 per 128 x 128 block (4 B per 16,384
+# values), int8 one per output channel.
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads stay in bf16
 GIB = 2.0**30
 # How an engine's KV memory fraction is read (module docstring, KV capacity).

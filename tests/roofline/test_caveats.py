@@ -33,7 +33,7 @@ def test_caveats_name_the_classes(catalog):
     assert named(deepseek) == ["mla-moe"] and named(mi300x) == ["cdna3-decode"]
     assert caveats(mixtral) == [] and caveats(h100) == []  # MoE without MLA, dense on Hopper
     assert named(h100_tp4) == ["high-tp-heavy-decode"]
-    assert named(b200_tp8) == ["b200-heavy-decode"]
+    assert named(b200_tp8) == ["high-tp-heavy-decode"]
     b200_deepseek = catalog.build(model="deepseek-v3", gpu="b200", tp=8, weights="fp8")
     assert named(b200_deepseek) == ["mla-moe"]
     assert "DeepSeek-V3" in deepseek.as_row()["caveat"] and h100.as_row()["caveat"] == ""

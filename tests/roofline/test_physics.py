@@ -33,6 +33,15 @@ def test_attention_runs_in_the_kv_dtype_not_the_weight_dtype(catalog):
     assert a100.gpu.attention_peak_tflops == 312
 
 
+def test_fp4_weights_and_kv_count_their_block_scales(catalog):
+    """NVFP4 stores one FP8 scale per 16 four-bit values: 4.5 bits a value, not 4, in the weights
+    read and held and in an fp4 KV cache (an fp8 one has no per-block scale worth counting)."""
+    fp4 = catalog.build(model="llama-3.1-70b", gpu="b200", tp=2, weights="fp4", kv_cache="fp4")
+    fp8 = catalog.build(model="llama-3.1-70b", gpu="b200", tp=2, weights="fp8", kv_cache="fp8")
+    assert fp4.weight_bytes_per_gpu == pytest.approx(fp8.weight_bytes_per_gpu * 4.5 / 8)
+    assert fp4.kv_bytes_per_token == pytest.approx(fp8.kv_bytes_per_token * 4.5 / 8)
+
+
 def test_weights_without_tensor_cores_are_served_weight_only(catalog):
     """fp8 weights on an A100 (no fp8 tensor cores) run as vLLM's W8A16 Marlin: half the weight
     bytes of bf16, the GEMMs at the bf16 peak. So a batch-1 decode step (weight reads) is nearly
