@@ -49,7 +49,7 @@ REQUIRED_COLUMNS = {
                        "allreduce_rounds", "allreduce_bus_efficiency", "source"),
     "models": ("model", "layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
                "total_params_b", "active_params_b", "experts", "experts_per_token", "attention",
-               "kv_lora_rank", "qk_rope_head_dim", "source"),
+               "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "source"),
     "prices": ("gpu", "provider", "plan", "usd_per_gpu_hour", "is_default", "source"),
     "deployments": ("deployment", "model", "gpu", "tp", "weight_dtype", "kv_dtype", "replicas",
                     "source"),

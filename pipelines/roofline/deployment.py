@@ -7,8 +7,17 @@ one decode step over a batch take.
 
 Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
 
-- weights:  total_params * bytes(weight dtype) / tp, bytes with block scales (DTYPE_BYTES: fp4 is
-  NVFP4, 4.5 bits a value). For a mixture of experts the expert share is
+- weights:  ((total_params - R) / tp + R) * bytes(weight dtype), bytes with block scales
+  (DTYPE_BYTES: fp4 is NVFP4, 4.5 bits a value). R = the replicated parameters, which every GPU
+  of the group holds whole: MLA's down-projections of each layer's input to the query and KV
+  latents, hidden * (q_lora_rank + kv_lora_rank + qk_rope_head_dim) per layer (DeepSeek-V3:
+  7168 * 2112, 0.92 B parameters over 61 layers), which vLLM and SGLang build as ReplicatedLinear
+  layers (vllm-project/vllm and sgl-project/sglang, model_executor/models/deepseek_v2.py and
+  srt/models/deepseek_v2.py: q_a_proj / kv_a_proj_with_mqa, fused_qkv_a_proj_with_mqa) because
+  every GPU needs the whole latent; InferenceX's kernel profile of DeepSeek-R1 on 8 x H200
+  (SemiAnalysisAI/InferenceX#1004) shows the 2112 x 7168 GEMM on every rank. Every other weight
+  is split. The MoE router (hidden * experts per MoE layer, kept in bf16, 0.2 GB for
+  DeepSeek-V3) is replicated too and left out. For a mixture of experts the expert share is
   derived from the catalog's total and active counts: with E experts, k per token,
   per_expert = (total - active) / (E - k) and shared = total - E * per_expert.
 - KV cache per token: GQA/MHA: 2 (K and V) * layers * ceil(kv_heads / tp) * head_dim * bytes(kv
@@ -116,6 +125,7 @@ class ModelSpec:
     experts: int
     experts_per_token: int
     attention: str
+    q_lora_rank: int | None
     kv_lora_rank: int | None
     qk_rope_head_dim: int | None
 
@@ -202,8 +212,22 @@ class Deployment:
         return total - m.experts * per_expert, m.experts * per_expert
 
     @property
+    def replicated_params(self) -> float:
+        """Parameters every GPU of the group holds whole (module docstring, weights): MLA's
+        down-projections to the query and KV latents (no query latent: only the KV one)."""
+        m = self.model
+        if m.attention != "MLA":
+            return 0.0
+        latent = (m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim
+        return float(m.layers * m.hidden_size * latent)
+
+    def _per_gpu_params(self, params: float) -> float:
+        """One GPU's share of `params` parameters that include all the replicated ones."""
+        return (params - self.replicated_params) / self.tp + self.replicated_params
+
+    @property
     def weight_bytes_per_gpu(self) -> float:
-        return self.model.total_params_b * 1e9 * DTYPE_BYTES[self.weight_dtype] / self.tp
+        return self._per_gpu_params(self.model.total_params_b * 1e9) * DTYPE_BYTES[self.weight_dtype]
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -215,7 +239,7 @@ class Deployment:
 
     @property
     def flops_per_token(self) -> float:
-        return 2.0 * self.model.active_params_b * 1e9 / self.tp
+        return 2.0 * self._per_gpu_params(self.model.active_params_b * 1e9)
 
     @property
     def attn_flops_per_pair(self) -> float:
@@ -285,11 +309,11 @@ class Deployment:
     def coefficients(self) -> np.ndarray:
         """The float64 vector step.step_cost evaluates (indices named in step.py)."""
         shared, experts = self._expert_split_params
-        wbytes = DTYPE_BYTES[self.weight_dtype] / self.tp
+        wbytes = DTYPE_BYTES[self.weight_dtype]
         m, e = self.model, self.efficiency
         c = np.zeros(step.N_COEFFICIENTS)
-        c[step.SHARED_WEIGHT_BYTES] = shared * wbytes
-        c[step.EXPERT_WEIGHT_BYTES] = experts * wbytes
+        c[step.SHARED_WEIGHT_BYTES] = self._per_gpu_params(shared) * wbytes
+        c[step.EXPERT_WEIGHT_BYTES] = experts / self.tp * wbytes
         c[step.EXPERTS] = m.experts
         c[step.EXPERTS_PER_TOKEN] = m.experts_per_token
         c[step.KV_BYTES_PER_TOKEN] = self.kv_bytes_per_token

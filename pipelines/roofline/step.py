@@ -25,13 +25,14 @@ closest to a hard max (1.04 x at C/M = 0.5, 1.26 x at C = M, 1.2% at a factor of
 All quantities are *per GPU* of the tensor-parallel group (every GPU does 1/tp of the work in
 lock-step, so the replica's step time is one GPU's step time):
 
-- F_tok  = 2 * active_params / tp                       FLOPs of the dense GEMMs per token
+- F_tok  = 2 * ((active_params - R) / tp + R)           FLOPs of the dense GEMMs per token, R the
+  parameters every GPU holds whole (MLA's latent down-projections; deployment.py, weights)
 - F_attn = 4 * layers * q_heads * head_dim / tp         FLOPs per (query token, key token) pair:
   QK^T and AV each cost 2 * head_dim per head. A prefill chunk of n new tokens after c cached
   tokens has n * (c + (n - 1) / 2) pairs (causal mask: on average it attends to half the chunk);
   a decode over a context of L tokens has L pairs.
-- W(tokens) = W_shared + W_experts * (1 - (1 - k/E)^tokens)   weight bytes read once per step.
-  Dense models have W_experts = 0. For a mixture of experts each token picks k of E experts, so
+- W(tokens) = W_shared + W_experts * (1 - (1 - k/E)^tokens)   weight bytes read once per step
+  (W_shared counts R whole). Dense models have W_experts = 0. For a mixture of experts each token picks k of E experts, so
   the expected share of experts a step touches grows with its token count.
 - K_tok  = KV-cache bytes per token per GPU (see deployment.py for GQA / MLA sizing)
 - P_eff  = dense peak FLOP/s of the weight dtype * compute efficiency (fp8 / fp4 weights run fp8 /

@@ -42,6 +42,22 @@ def test_fp4_weights_and_kv_count_their_block_scales(catalog):
     assert fp4.kv_bytes_per_token == pytest.approx(fp8.kv_bytes_per_token * 4.5 / 8)
 
 
+def test_mla_latent_projections_are_replicated_not_split(catalog):
+    """Every GPU of a DeepSeek-V3 group holds the whole down-projections to the query and KV
+    latents (7168 x (1536 + 512 + 64) per layer, vLLM's and SGLang's ReplicatedLinear): they are
+    read and computed in full on each GPU, the rest 1/tp. Dense GQA models replicate nothing."""
+    tp8 = catalog.build(model="deepseek-v3", gpu="b200", tp=8, weights="fp8", kv_cache="fp8")
+    replicated = 61 * 7168 * (1536 + 512 + 64)
+    assert tp8.replicated_params == replicated
+    assert tp8.weight_bytes_per_gpu == pytest.approx((671e9 - replicated) / 8 + replicated)
+    assert tp8.flops_per_token == pytest.approx(2 * ((37e9 - replicated) / 8 + replicated))
+    assert tp8.coefficients[step.SHARED_WEIGHT_BYTES] + tp8.coefficients[
+        step.EXPERT_WEIGHT_BYTES] == pytest.approx(tp8.weight_bytes_per_gpu)
+    dense = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=8, weights="fp8")
+    assert dense.replicated_params == 0
+    assert dense.weight_bytes_per_gpu == pytest.approx(70.6e9 / 8)
+
+
 def test_weights_without_tensor_cores_are_served_weight_only(catalog):
     """fp8 weights on an A100 (no fp8 tensor cores) run as vLLM's W8A16 Marlin: half the weight
     bytes of bf16, the GEMMs at the bf16 peak. So a batch-1 decode step (weight reads) is nearly
