@@ -227,7 +227,8 @@ class Deployment:
 
     @property
     def weight_bytes_per_gpu(self) -> float:
-        return self._per_gpu_params(self.model.total_params_b * 1e9) * DTYPE_BYTES[self.weight_dtype]
+        params = self._per_gpu_params(self.model.total_params_b * 1e9)
+        return params * DTYPE_BYTES[self.weight_dtype]
 
     @property
     def kv_bytes_per_token(self) -> float:

@@ -32,8 +32,9 @@ lock-step, so the replica's step time is one GPU's step time):
   tokens has n * (c + (n - 1) / 2) pairs (causal mask: on average it attends to half the chunk);
   a decode over a context of L tokens has L pairs.
 - W(tokens) = W_shared + W_experts * (1 - (1 - k/E)^tokens)   weight bytes read once per step
-  (W_shared counts R whole). Dense models have W_experts = 0. For a mixture of experts each token picks k of E experts, so
-  the expected share of experts a step touches grows with its token count.
+  (W_shared counts R whole). Dense models have W_experts = 0. For a mixture of experts each
+  token picks k of E experts, so the expected share of experts a step touches grows with its
+  token count.
 - K_tok  = KV-cache bytes per token per GPU (see deployment.py for GQA / MLA sizing)
 - P_eff  = dense peak FLOP/s of the weight dtype * compute efficiency (fp8 / fp4 weights run fp8 /
   fp4 GEMMs, so a lower precision raises the usable peak as well as cutting bytes)
