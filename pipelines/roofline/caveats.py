@@ -55,7 +55,8 @@ CAVEATS = (
         " prompts (hundreds to thousands of sequences per step) is a median 17% and up to 85%"
         " too high, while shorter outputs are a median 1% off and the latency rows at small"
         " batches a median 5%. Per-GPU throughput falls faster with tp than the modelled"
-        " all-reduce explains (that term matches nccl-tests at these message sizes). GPU time"
+        " all-reduce and GEMMs explain (both match measurements at these sizes: nccl-tests, and"
+        " Vidur's per-shard GEMM profiles). GPU time"
         " and dollars of a busy high-tp fleet may be underestimated by that much"
         " (docs/physics.md section 5).",
     ),
