@@ -54,6 +54,19 @@ REQUIRED_COLUMNS = {
     "deployments": ("deployment", "model", "gpu", "tp", "weight_dtype", "kv_dtype", "replicas",
                     "source"),
 }
+# The REQUIRED_COLUMNS that hold numbers (a column left entirely empty, such as the MLA ranks of
+# a catalog without MLA models, reads as text with no value and passes).
+NUMERIC_COLUMNS = {
+    "gpus": ("memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops", "fp8_tflops",
+             "int8_tops", "fp4_tflops", "interconnect_gbs"),
+    "gpu_efficiency": ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s",
+                       "layer_overhead_s", "allreduce_latency_s", "allreduce_bus_efficiency"),
+    "models": ("layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
+               "total_params_b", "active_params_b", "experts", "experts_per_token",
+               "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"),
+    "prices": ("usd_per_gpu_hour",),
+    "deployments": ("tp", "replicas"),
+}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
@@ -319,6 +332,16 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
                                f" (see data/reference/README.md)")
+        for column in NUMERIC_COLUMNS[table]:
+            values = frames[table][column]
+            if values.dtype.is_numeric():
+                continue
+            bad = frames[table].filter(
+                values.is_not_null() & values.cast(pl.Float64, strict=False).is_null())
+            if bad.height:
+                key, value = bad.row(0)[0], bad[column][0]
+                raise CatalogError(f"catalog file {file}, row {key!r}: {column}={value!r}:"
+                                   f" expected a number (see data/reference/README.md)")
     rounds = pl.col("allreduce_rounds")
     unknown = frames["gpu_efficiency"].filter(~rounds.is_in(list(ALLREDUCE_ROUNDS)))
     if unknown.height:

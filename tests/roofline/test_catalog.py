@@ -241,6 +241,35 @@ def test_catalog_file_without_a_needed_column_is_named(tmp_path):
         load_catalog(tmp_path)
 
 
+@pytest.mark.parametrize(("table", "key", "column"), [
+    ("models", "deepseek-v3", "q_lora_rank"),
+    ("gpus", "h100-sxm", "hbm_bandwidth_gbs"),
+])
+def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(tmp_path, table, key,
+                                                                          column):
+    for name in TABLES:
+        shutil.copy(load_catalog().file(name), tmp_path / f"{name}.csv")
+    frame = pl.read_csv(tmp_path / f"{table}.csv", infer_schema_length=None)
+    frame.with_columns(pl.when(pl.col(frame.columns[0]) == key).then(pl.lit("lots"))
+                       .otherwise(pl.col(column).cast(pl.String)).alias(column)
+                       ).write_csv(tmp_path / f"{table}.csv")
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column}='lots':"
+                                           r" expected a number"):
+        load_catalog(tmp_path)
+
+
+def test_mla_ranks_may_be_left_empty_in_a_catalog_without_mla_models(tmp_path):
+    for name in TABLES:
+        shutil.copy(load_catalog().file(name), tmp_path / f"{name}.csv")
+    models = pl.read_csv(tmp_path / "models.csv", infer_schema_length=None)
+    models.filter(pl.col("attention") != "MLA").with_columns(
+        pl.lit(None, dtype=pl.String).alias(c)
+        for c in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
+    ).write_csv(tmp_path / "models.csv")
+    deployment = load_catalog(tmp_path).build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
+    assert deployment.replicated_params == 0 and deployment.model.q_lora_rank is None
+
+
 def test_unknown_allreduce_rounds_name_the_file_and_the_choices(tmp_path):
     for table in TABLES:
         shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
