@@ -1,11 +1,15 @@
 """Print the roofline's error against published measurements (default factors, nothing fitted).
 
     .venv/bin/python bench/validation.py [--rows] [--sources]
+    .venv/bin/python bench/validation.py --steps DIR/step_timing.csv [--gpu h200-sxm]
 
 Reads bench/validation/published_measurements.csv (one row per measurement, with its source URL)
 and prints the median and worst absolute error per metric; --rows also prints every row,
 --sources the same summary per source and metric. Then the KV-cache sizing against the measured
 capacities of bench/validation/trtllm_kv_capacity.csv.
+
+--steps compares instead the steps bench/device/step_timing.py timed on one GPU (default
+h200-sxm) with the step formula's kernels: every case, and the median error per shape and mode.
 """
 
 from __future__ import annotations
@@ -21,16 +25,36 @@ from pipelines.roofline.validation import (
     summary,
     validate,
     validate_kv_capacity,
+    validate_step_timings,
 )
 
 TABLE = Path(__file__).resolve().parent / "validation" / "published_measurements.csv"
 KV_CAPACITY = Path(__file__).resolve().parent / "validation" / "trtllm_kv_capacity.csv"
 
 
+def print_step_timings(catalog, path: str, gpu: str) -> None:
+    timed = validate_step_timings(catalog, pl.read_csv(path), gpu)
+    print(timed.select("case", "shape", "phase", "mode", "batch", "context_tokens", "new_tokens",
+                       "attention_backend", pl.col("median_s") * 1e3, pl.col("model_s") * 1e3,
+                       pl.col("error").round(3), pl.col("bandwidth_fraction").round(3),
+                       "status"))
+    print(timed.filter(pl.col("error").is_not_null())
+          .group_by("shape", "phase", "mode", maintain_order=True)
+          .agg(rows=pl.len(), median_error=pl.col("error").median(),
+               worst_abs_error=pl.col("error").abs().max()))
+
+
 def main(argv: list[str]) -> None:
     catalog = load_catalog()
-    validated = validate(catalog, read_measurements(TABLE))
     pl.Config.set_tbl_rows(200).set_tbl_cols(20).set_tbl_width_chars(200)
+    if "--steps" in argv:
+        gpu = argv[argv.index("--gpu") + 1] if "--gpu" in argv else "h200-sxm"
+        try:
+            print_step_timings(catalog, argv[argv.index("--steps") + 1], gpu)
+        except (OSError, ValueError, pl.exceptions.PolarsError) as e:
+            sys.exit(f"validation --steps: {e}")
+        return
+    validated = validate(catalog, read_measurements(TABLE))
     if "--rows" in argv:
         print(validated.select("source", "model", "gpu", "tp", "weight_dtype", "metric",
                                "prompt_tokens", "output_tokens", "batch", "qps", "concurrency",

@@ -49,6 +49,7 @@ import numpy as np
 import polars as pl
 
 from pipelines.replay import replay
+from pipelines.roofline import step
 from pipelines.roofline.catalog import Catalog
 from pipelines.roofline.deployment import Deployment, Network
 from pipelines.roofline.frontend import FRONTEND_S
@@ -248,6 +249,72 @@ def validate_kv_capacity(catalog: Catalog, measurements: pl.DataFrame) -> pl.Dat
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Int64)).with_columns(
         error=pl.col("predicted") / pl.col("max_sequences") - 1.0
     )
+
+
+# The shapes bench/device/step_timing.py times, as the catalog deployment (model, tensor-parallel
+# degree) whose one GPU they are: a tp-8 shard is one GPU's share of the tp-8 deployment, and an
+# attention-only shape is one layer of its KV cache and query heads, 1 or 8 KV heads (step_terms
+# scales the attention coefficients to the row's layers and heads).
+STEP_TIMING_SHAPES = {
+    "llama-3.1-8b": ("llama-3.1-8b", 1),
+    "llama-3.1-70b-tp8-shard": ("llama-3.1-70b", 8),
+    "attention-8q-1kv": ("llama-3.1-70b", 8),
+    "attention-64q-8kv": ("llama-3.1-70b", 8),
+}
+STEP_TIMING_MODES = ("full", "gemm", "attn", "copy")
+
+
+def step_terms(d: Deployment, row: dict) -> tuple[float, float]:
+    """(gemm_s, attn_s) the step formula gives one GPU for a timed case: the GEMM roofline of
+    the case's tokens and the attention roofline of its KV reads and writes, the attention
+    coefficients scaled from the deployment's layers and heads per GPU to the row's."""
+    m = d.model
+    coef = d.coefficients.copy()
+    coef[step.KV_BYTES_PER_TOKEN] *= row["layers"] * row["kv_heads"] / (m.layers * m.kv_heads / d.tp)
+    coef[step.ATTN_FLOPS_PER_PAIR] *= row["layers"] * row["q_heads"] / (m.layers * m.q_heads / d.tp)
+    batch, context = float(row["batch"]), float(row["context_tokens"])
+    new = float(row["new_tokens"])
+    tokens = batch * new
+    pairs = batch * step.chunk_attn_pairs(context, new)
+    gemm = max(step.step_cost(coef, tokens, 0.0, 0.0, 0.0)[:2])
+    whole = max(step.step_cost(coef, tokens, pairs, batch * context, tokens)[:2])
+    return gemm, whole - gemm
+
+
+def validate_step_timings(catalog: Catalog, timings: pl.DataFrame, gpu: str) -> pl.DataFrame:
+    """Steps timed on one `gpu` by bench/device/step_timing.py against the step formula, with
+    `model_s` and `error` = model_s / median_s - 1 per row (rows the run skipped keep a null
+    error; none is dropped). The timed steps run no scheduler and no all-reduce, so `model_s` is
+    the formula's kernels alone: gemm_s + attn_s for a `full` step, one of them for a `gemm` or
+    `attn` one, plus the catalog's per-layer overhead where the step runs whole layers (launch
+    gaps, which CUDA graphs do not remove). `bandwidth_fraction` is the HBM bandwidth the row
+    achieved on its KV bytes (attention) or copied bytes (copy: read + written) over the
+    datasheet peak."""
+    predicted, peaks = [], []
+    for row in timings.iter_rows(named=True):
+        if row["mode"] not in STEP_TIMING_MODES:
+            raise ValueError(f"step timing case {row['case']}: mode {row['mode']!r}: expected"
+                             f" one of {', '.join(STEP_TIMING_MODES)}")
+        shape = "llama-3.1-8b" if row["mode"] == "copy" else row["shape"]  # any: the GPU's peak
+        if shape not in STEP_TIMING_SHAPES:
+            raise ValueError(f"step timing case {row['case']}: shape {shape!r} is not one the"
+                             f" model can be set up for (a --tiny smoke run?): expected one of"
+                             f" {', '.join(STEP_TIMING_SHAPES)}")
+        model, tp = STEP_TIMING_SHAPES[shape]
+        d = catalog.build(model=model, gpu=gpu, tp=tp, weights="bf16", kv_cache="bf16")
+        peaks.append(d.gpu.hbm_bandwidth_gbs * 1e9)
+        if row["mode"] == "copy":
+            predicted.append(None)
+            continue
+        gemm, attn = step_terms(d, row)
+        launches = row["layers"] * d.efficiency.layer_overhead_s
+        predicted.append({"full": gemm + attn + launches, "gemm": gemm + launches,
+                          "attn": attn}[row["mode"]])
+    return timings.with_columns(
+        model_s=pl.Series(predicted, dtype=pl.Float64),
+        bandwidth_fraction=pl.when(pl.col("phase").is_in(["attention", "copy"]))
+        .then(pl.col("kv_bytes") / pl.col("median_s") / pl.Series(peaks, dtype=pl.Float64)),
+    ).with_columns(error=pl.col("model_s") / pl.col("median_s") - 1.0)
 
 
 def summary(validated: pl.DataFrame, by: tuple[str, ...] = ("metric",)) -> pl.DataFrame:

@@ -3,6 +3,7 @@ with the catalog's default factors: the figures docs/physics.md reports."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from pipelines.roofline import load_catalog
 from pipelines.roofline.caveats import CAVEATS, caveats
 from pipelines.roofline.frontend import FRONTEND_S
+from pipelines.roofline.step import step_cost
 from pipelines.roofline import validation
 from pipelines.roofline.validation import (
     CLOSED_LOOP_ROUNDS,
@@ -302,3 +304,72 @@ def test_a_closed_loop_that_does_not_settle_is_named(monkeypatch):
     d = load_catalog().build(model="llama-3.1-8b", gpu="h100-sxm")
     with pytest.raises(ValueError, match="did not settle in 1 replays"):
         closed_loop_steady(d, np.array([0.0, 0.5]), 500, 50)
+
+
+def _step_timing_columns() -> tuple[str, ...]:
+    """CSV_COLUMNS of bench/device/step_timing.py, read without importing it (it needs PyTorch,
+    which only the GPU machine has)."""
+    script = TABLE.parents[1] / "device" / "step_timing.py"
+    tree = ast.parse(script.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == "CSV_COLUMNS":
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{script} defines no CSV_COLUMNS")
+
+
+def _timed(cases: list[dict]) -> pl.DataFrame:
+    """Rows as bench/device/step_timing.py writes them (its columns, its head layouts)."""
+    heads = {"llama-3.1-8b": (32, 32, 8, 1), "llama-3.1-70b-tp8-shard": (80, 8, 1, 8),
+             "attention-8q-1kv": (1, 8, 1, 8), "attention-64q-8kv": (1, 64, 8, 1),
+             "copy": (0, 0, 0, 1)}
+    rows = []
+    for i, c in enumerate(cases):
+        layers, q, kv, tp = heads[c["shape"]]
+        rows.append({"case": i, "tp": tp, "layers": layers, "q_heads": q, "kv_heads": kv,
+                     "head_dim": 128, "new_tokens": 1, "context_tokens": 0, "batch": 1,
+                     "kv_bytes": 0, "min_s": c.get("median_s"), "replays": 10,
+                     "attention_backend": "FLASH_ATTENTION", "cuda_graph": True,
+                     "status": "ok", **c})
+    columns = _step_timing_columns()
+    seconds = {"median_s": pl.Float64, "min_s": pl.Float64}
+    return pl.DataFrame(rows, schema_overrides=seconds).select(columns)
+
+
+def test_device_step_timings_against_the_step_formula():
+    """The comparison bench/validation.py --steps prints for a GPU run of
+    bench/device/step_timing.py: each mode is its term of the formula, the attention-only
+    shapes scale the tp-8 deployment's attention to their layers and heads, and a skipped case
+    stays in the table without an error."""
+    catalog = load_catalog()
+    decode = dict(batch=1024, context_tokens=1024, median_s=0.05)
+    timed = validation.validate_step_timings(catalog, _timed([
+        dict(shape="llama-3.1-70b-tp8-shard", phase="decode", mode=m, **decode)
+        for m in ("full", "gemm", "attn")] + [
+        dict(shape=a, phase="attention", mode="attn", kv_bytes=2 * 1024 * kv * 1025 * 128 * 2,
+             **decode) for a, kv in (("attention-8q-1kv", 1), ("attention-64q-8kv", 8))] + [
+        dict(shape="copy", phase="copy", mode="copy", kv_bytes=8 << 30, median_s=0.002),
+        dict(shape="llama-3.1-8b", phase="decode", mode="full", batch=256, context_tokens=4096,
+             median_s=None, status="skipped: KV cache 137 GB over the cap"),
+    ]), "h200-sxm")
+    assert timed.height == 7
+    model = timed["model_s"].to_list()
+    d = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="bf16", kv_cache="bf16")
+    launches = 80 * d.efficiency.layer_overhead_s
+    assert model[0] == pytest.approx(model[1] + model[2])
+    assert model[1] - launches == pytest.approx(
+        max(step_cost(d.coefficients, 1024.0, 0.0, 0.0, 0.0)[:2]))
+    # 80 layers of one KV head each; 8 KV heads (and 8 x the query heads) cost 8 x one
+    assert model[2] == pytest.approx(80 * model[3])
+    assert model[4] == pytest.approx(8 * model[3])
+    # the attention reads 1,025 tokens of 512 KV bytes (K and V, bf16) per layer and sequence
+    assert model[3] == pytest.approx(1024 * 1025 * 512 / d.effective_bandwidth, rel=1e-3)
+    assert model[5] is None and timed["bandwidth_fraction"][5] == pytest.approx(
+        (8 << 30) / 0.002 / 4.8e12)
+    assert model[6] is not None and timed["error"][6] is None
+
+
+def test_device_step_timings_of_a_smoke_run_are_refused_by_name():
+    with pytest.raises(ValueError, match="shape 'tiny'.*smoke run"):
+        validation.validate_step_timings(load_catalog(), _timed([
+            dict(shape="llama-3.1-8b", phase="decode", mode="full", median_s=0.01)]).with_columns(
+            shape=pl.lit("tiny")), "h200-sxm")
