@@ -20,6 +20,7 @@ from pipelines.reports.charts import report_charts
 from pipelines.reports.scenarios import FLEET_SCHEMA, Scenario, replay_scenarios
 from pipelines.reports.text import ReportTables
 from pipelines.roofline import load_catalog
+from pipelines.roofline.catalog import load_shape_buckets
 from pipelines.settings import reference_dir
 from pipelines.warehouse import run_sql, write_table
 
@@ -45,7 +46,7 @@ def main(n: int) -> None:
     with duckdb.connect() as conn:
         for table in ("gpus", "prices"):
             write_table(conn, table, getattr(catalog, table))
-        write_table(conn, "shape_buckets", pl.read_csv(reference_dir() / "shape_buckets.csv"))
+        write_table(conn, "shape_buckets", load_shape_buckets(reference_dir()))
         write_table(conn, "roofline", pl.DataFrame([fleet.as_row()]))
         write_table(conn, "requests", requests)
         write_table(conn, "request_stages", base.stages.select(*labels, *base.stages.columns))

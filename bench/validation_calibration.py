@@ -33,6 +33,7 @@ import polars as pl
 
 from pipelines.formats import read_trace
 from pipelines.roofline import load_catalog
+from pipelines.roofline.catalog import load_shape_buckets
 from pipelines.roofline.calibration import (
     ALL_SHAPES,
     calibrate_candidates,
@@ -60,7 +61,7 @@ CANDIDATES = {
 
 def main(argv: list[str]) -> None:
     catalog = load_catalog()
-    buckets = pl.read_csv(ROOT / "data" / "reference" / "shape_buckets.csv")
+    buckets = load_shape_buckets()
     runs = []
     for scale in (100, 1000):
         requests = pl.read_csv(FIXTURES / "observed" / f"burstgpt_vllm_llama32_1b_scale{scale}.csv",

@@ -1,9 +1,9 @@
 """Checks a run's configuration before it does any work, so a typo fails in a second, not an hour in.
 
 Everything a run will need and a person can get wrong: the warehouse and reports folders must be
-writable and the trace folder must exist, the reference catalog must load and every deployment in
-it must resolve (model, GPU, price plan, replicas), every deployment the run config names must
-exist, and every what-if scenario of scenarios.csv must be well-formed (name, replicas, ...) and
+writable and the trace folder must exist, the reference catalog and its shape buckets must load,
+every deployment in it must resolve (model, GPU, price plan, replicas), every deployment the run
+config names must exist, and every what-if scenario of scenarios.csv must be well-formed (name, replicas, ...) and
 name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
 deployment (fp8 on a GPU without fp8) is not a problem: the what-if replay skips it and records
 why, and the preflight returns that as a note. All problems are collected and reported together,
@@ -25,6 +25,7 @@ from pipelines.reports.scenarios import (
     scenario_deployment,
 )
 from pipelines.roofline import CatalogError, load_catalog
+from pipelines.roofline.catalog import load_shape_buckets
 
 
 class ConfigurationError(ValueError):
@@ -74,6 +75,10 @@ def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path 
 
 
 def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]) -> Iterable[str]:
+    try:
+        load_shape_buckets(reference_dir)
+    except CatalogError as exc:
+        yield f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {exc}"
     try:
         catalog = load_catalog(reference_dir)
     except CatalogError as exc:

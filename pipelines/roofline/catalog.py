@@ -52,7 +52,15 @@ REQUIRED_COLUMNS = {
                "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "source"),
     "prices": ("gpu", "provider", "plan", "usd_per_gpu_hour", "is_default", "source"),
     "deployments": ("deployment", "model", "gpu", "tp", "weight_dtype", "kv_dtype", "replicas",
-                    "source"),
+                    "max_seqs", "max_batched_tokens", "chunked_prefill", "kv_memory_fraction",
+                    "kv_block_tokens", "price_provider", "price_plan", "net_one_way_s",
+                    "net_bytes_per_token", "net_bandwidth_bytes_per_s", "source"),
+}
+# The REQUIRED_COLUMNS that may be left empty in a row: peaks a GPU does not have, MLA ranks of
+# models without MLA. Every other required value must be there.
+MAY_BE_EMPTY = {
+    "gpus": ("fp8_tflops", "int8_tops", "fp4_tflops"),
+    "models": ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"),
 }
 # The REQUIRED_COLUMNS that hold numbers (a column left entirely empty, such as the MLA ranks of
 # a catalog without MLA models, reads as text with no value and passes).
@@ -65,8 +73,18 @@ NUMERIC_COLUMNS = {
                "total_params_b", "active_params_b", "experts", "experts_per_token",
                "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"),
     "prices": ("usd_per_gpu_hour",),
-    "deployments": ("tp", "replicas"),
+    "deployments": ("tp", "replicas", "max_seqs", "max_batched_tokens", "kv_memory_fraction",
+                    "kv_block_tokens", "net_one_way_s", "net_bytes_per_token",
+                    "net_bandwidth_bytes_per_s"),
 }
+# Optional number columns, checked where present: a deployment's own efficiency factors, which
+# override its GPU family's.
+OPTIONAL_NUMERIC_COLUMNS = {
+    "deployments": ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s",
+                    "layer_overhead_s"),
+}
+# Columns that hold true / false.
+BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",)}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
@@ -315,6 +333,72 @@ def _check_tensor_parallel(model_row: dict, tp: int) -> None:
         )
 
 
+SHAPE_DIMENSIONS = ("prompt", "output")
+SHAPE_BUCKET_COLUMNS = ("dimension", "lower", "upper", "label", "source")
+
+
+def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:
+    """shape_buckets.csv of the reference folder `path` (default data/reference/): the prompt and
+    output length buckets whose cross product is a request *shape*. Each dimension's buckets must
+    tile the token counts a request can have (from 1 up, each bucket's upper edge the next one's
+    lower, the last open-ended) with distinct labels: the reports' SQL drops a request no bucket
+    holds, and the calibration files it under the bucket below, so a gap would make them
+    disagree. A problem raises CatalogError naming the file and the bucket."""
+    file = (Path(path) if path is not None else DEFAULT_REFERENCE_DIR) / "shape_buckets.csv"
+    if not file.is_file():
+        raise CatalogError(f"shape bucket file {file} is missing: expected the prompt and output"
+                           f" length buckets as CSV ({', '.join(SHAPE_BUCKET_COLUMNS)})")
+    try:
+        buckets = pl.read_csv(file, schema_overrides={"lower": pl.Int64, "upper": pl.Int64})
+    except pl.exceptions.PolarsError as exc:
+        raise CatalogError(f"shape bucket file {file} is not a readable CSV of whole-number"
+                           f" edges: {exc}") from None
+    missing = [c for c in SHAPE_BUCKET_COLUMNS if c not in buckets.columns]
+    if missing:
+        raise CatalogError(f"shape bucket file {file} lacks column(s) {missing}")
+    for dimension in SHAPE_DIMENSIONS:
+        rows = buckets.filter(pl.col("dimension") == dimension).sort("lower")
+        problem = _bucket_problem(rows)
+        if problem:
+            raise CatalogError(f"shape bucket file {file}, {dimension} buckets: {problem}")
+    unknown = buckets.filter(~pl.col("dimension").is_in(SHAPE_DIMENSIONS))
+    if unknown.height:
+        raise CatalogError(f"shape bucket file {file}: dimension {unknown['dimension'][0]!r}:"
+                           f" expected one of {', '.join(SHAPE_DIMENSIONS)}")
+    return buckets
+
+
+def _bucket_problem(rows: pl.DataFrame) -> str | None:
+    """Why one dimension's buckets (sorted by lower edge) do not tile 1 .. infinity, or None."""
+    if rows.height == 0:
+        return "none; expected at least one, from 1 token up"
+    if rows["lower"].null_count() or rows["label"].null_count():
+        return "a bucket without a lower edge or a label"
+    if rows["label"].n_unique() < rows.height:
+        return f"label {rows.filter(pl.col('label').is_duplicated())['label'][0]!r} is used twice"
+    if rows["lower"][0] > 1:
+        return f"the first starts at {rows['lower'][0]}: expected 1 or less (a request has 1 token or more)"
+    for bucket, following in zip(rows.iter_rows(named=True), rows[1:].iter_rows(named=True)):
+        if bucket["upper"] != following["lower"]:
+            return (f"{bucket['label']!r} ends at {bucket['upper']} but {following['label']!r}"
+                    f" starts at {following['lower']}: expected each upper edge to be the next"
+                    f" lower edge")
+    if rows["upper"][-1] is not None:
+        return f"the last, {rows['label'][-1]!r}, ends at {rows['upper'][-1]}: expected it open-ended (empty upper)"
+    return None
+
+
+def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
+                   wrong: pl.Series) -> None:
+    """Raise CatalogError naming the file, row key and value of the first non-empty value of
+    `column` that `wrong` marks."""
+    bad = frame.filter(frame[column].is_not_null() & wrong)
+    if bad.height:
+        key, value = bad.row(0)[0], bad[column][0]
+        raise CatalogError(f"catalog file {file}, row {key!r}: {column}={value!r}: expected"
+                           f" {expected} (see data/reference/README.md)")
+
+
 def load_catalog(path: str | Path | None = None) -> Catalog:
     """Read every catalog CSV in `path` (default data/reference/); a missing or unreadable file
     raises CatalogError naming it."""
@@ -332,16 +416,24 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
                                f" (see data/reference/README.md)")
-        for column in NUMERIC_COLUMNS[table]:
-            values = frames[table][column]
-            if values.dtype.is_numeric():
-                continue
-            bad = frames[table].filter(
-                values.is_not_null() & values.cast(pl.Float64, strict=False).is_null())
-            if bad.height:
-                key, value = bad.row(0)[0], bad[column][0]
-                raise CatalogError(f"catalog file {file}, row {key!r}: {column}={value!r}:"
-                                   f" expected a number (see data/reference/README.md)")
+        frame = frames[table]
+        for column in REQUIRED_COLUMNS[table]:
+            if column not in MAY_BE_EMPTY.get(table, ()):
+                empty = frame.filter(pl.col(column).is_null())
+                if empty.height:
+                    raise CatalogError(f"catalog file {file}, row {empty.row(0)[0]!r}: {column}"
+                                       f" is empty: expected a value (see"
+                                       f" data/reference/README.md)")
+        optional = [c for c in OPTIONAL_NUMERIC_COLUMNS.get(table, ()) if c in frame.columns]
+        for column in (*NUMERIC_COLUMNS[table], *optional):
+            if not frame[column].dtype.is_numeric():
+                _reject_values(frame, column, file, "a number",
+                               frame[column].cast(pl.Float64, strict=False).is_null())
+        for column in BOOLEAN_COLUMNS.get(table, ()):
+            if frame[column].dtype != pl.Boolean:
+                _reject_values(frame, column, file, "true or false",
+                               ~frame[column].cast(pl.String).str.to_lowercase()
+                               .is_in(["true", "false"]))
     rounds = pl.col("allreduce_rounds")
     unknown = frames["gpu_efficiency"].filter(~rounds.is_in(list(ALLREDUCE_ROUNDS)))
     if unknown.height:

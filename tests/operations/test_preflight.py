@@ -122,6 +122,20 @@ def test_bad_scenarios_fail_before_any_step(tmp_path, monkeypatch, row, expected
     assert started == [] and "scenarios.csv" in message and expected in message
 
 
+def test_shape_buckets_with_a_gap_fail_before_any_step(tmp_path, monkeypatch, capsys):
+    """The reports' SQL would drop the requests of a gap between two buckets; the preflight names
+    the file and the two buckets instead, alongside any other problem."""
+    folder = _reference(tmp_path, gpu="h100-sxmm")
+    buckets = Path(folder) / "shape_buckets.csv"
+    buckets.write_text(buckets.read_text().replace("prompt,512,2048,", "prompt,600,2048,"))
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", folder)
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert ("shape_buckets.csv, prompt buckets: 'short prompt' ends at 512 but 'medium prompt'"
+            " starts at 600") in err
+    assert "unknown gpu 'h100-sxmm'" in err
+
+
 def _command(tmp_path, monkeypatch, capsys, config_text: str | None) -> tuple[int, str, str]:
     """python -m pipelines.defs.preflight [-c config], in process: exit code, stdout, stderr."""
     from pipelines.defs.preflight import main

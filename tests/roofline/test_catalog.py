@@ -9,13 +9,21 @@ import polars as pl
 import pytest
 
 from pipelines.roofline import CatalogError, load_catalog
-from pipelines.roofline.catalog import TABLES
+from pipelines.roofline.catalog import TABLES, load_shape_buckets
 from pipelines.roofline.step import weight_bytes
 
 
 @pytest.fixture(scope="module")
 def catalog():
     return load_catalog()
+
+
+@pytest.fixture()
+def copied(tmp_path):
+    """A copy of the reference catalog's files in a temporary folder, for a test to break."""
+    for table in TABLES:
+        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
+    return tmp_path
 
 
 # ---- the files ------------------------------------------------------------------------------
@@ -138,24 +146,20 @@ def test_kv_pool_of_free_memory_leaves_the_runtime_its_share(catalog):
     assert catalog.deployment("seed-example").scheduler.kv_memory_basis == "total"
 
 
-def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(tmp_path):
+def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(copied):
     """kv_memory_basis is optional in deployments.csv (files written before it existed)."""
-    for table in TABLES:
-        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
-    pl.read_csv(tmp_path / "deployments.csv").drop("kv_memory_basis").write_csv(
-        tmp_path / "deployments.csv")
-    old = load_catalog(tmp_path).deployment("seed-example")
+    pl.read_csv(copied / "deployments.csv").drop("kv_memory_basis").write_csv(
+        copied / "deployments.csv")
+    old = load_catalog(copied).deployment("seed-example")
     assert old.scheduler.kv_memory_basis == "total"
     assert old.kv_capacity_tokens == load_catalog().deployment("seed-example").kv_capacity_tokens
 
 
-def test_missing_catalog_file_is_named(tmp_path):
-    for table in TABLES:
-        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
-    assert load_catalog(tmp_path).directory == tmp_path
-    (tmp_path / "prices.csv").unlink()
+def test_missing_catalog_file_is_named(copied):
+    assert load_catalog(copied).directory == copied
+    (copied / "prices.csv").unlink()
     with pytest.raises(CatalogError, match="prices.csv"):
-        load_catalog(tmp_path)
+        load_catalog(copied)
 
 
 def test_empty_catalog_folder_is_named(tmp_path):
@@ -232,68 +236,91 @@ def test_scheduler_sizes_must_be_positive_whole_numbers(option):
         load_catalog().build(model="llama-2-7b", gpu="a100-80gb-sxm", **{option: 0})
 
 
-def test_catalog_file_without_a_needed_column_is_named(tmp_path):
-    for table in TABLES:
-        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
-    efficiency = pl.read_csv(tmp_path / "gpu_efficiency.csv").drop("stack")
-    efficiency.write_csv(tmp_path / "gpu_efficiency.csv")
+def test_catalog_file_without_a_needed_column_is_named(copied):
+    efficiency = pl.read_csv(copied / "gpu_efficiency.csv").drop("stack")
+    efficiency.write_csv(copied / "gpu_efficiency.csv")
     with pytest.raises(CatalogError, match=r"gpu_efficiency.csv lacks column\(s\) \['stack'\]"):
-        load_catalog(tmp_path)
+        load_catalog(copied)
+
+
+def _set(folder, table: str, key: str, column: str, value: str | None) -> None:
+    """Write `value` into `column` of the row `key` (first column) of `table` in `folder`."""
+    frame = pl.read_csv(folder / f"{table}.csv", infer_schema_length=None)
+    frame.with_columns(pl.when(pl.col(frame.columns[0]) == key).then(pl.lit(value))
+                       .otherwise(pl.col(column).cast(pl.String)).alias(column)
+                       ).write_csv(folder / f"{table}.csv")
 
 
 @pytest.mark.parametrize(("table", "key", "column"), [
     ("models", "deepseek-v3", "q_lora_rank"),
     ("gpus", "h100-sxm", "hbm_bandwidth_gbs"),
+    ("deployments", "seed-example", "max_seqs"),
+    ("deployments", "seed-example", "net_one_way_s"),
+    ("deployments", "seed-example", "compute_efficiency"),
 ])
-def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(tmp_path, table, key,
+def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copied, table, key,
                                                                           column):
-    for name in TABLES:
-        shutil.copy(load_catalog().file(name), tmp_path / f"{name}.csv")
-    frame = pl.read_csv(tmp_path / f"{table}.csv", infer_schema_length=None)
-    frame.with_columns(pl.when(pl.col(frame.columns[0]) == key).then(pl.lit("lots"))
-                       .otherwise(pl.col(column).cast(pl.String)).alias(column)
-                       ).write_csv(tmp_path / f"{table}.csv")
+    _set(copied, table, key, column, "lots")
     with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column}='lots':"
                                            r" expected a number"):
-        load_catalog(tmp_path)
+        load_catalog(copied)
 
 
-def test_mla_ranks_may_be_left_empty_in_a_catalog_without_mla_models(tmp_path):
-    for name in TABLES:
-        shutil.copy(load_catalog().file(name), tmp_path / f"{name}.csv")
-    models = pl.read_csv(tmp_path / "models.csv", infer_schema_length=None)
+def test_catalog_switch_that_is_not_true_or_false_is_named(copied):
+    _set(copied, "deployments", "seed-example", "chunked_prefill", "yes")
+    with pytest.raises(CatalogError, match=r"deployments.csv, row 'seed-example':"
+                                           r" chunked_prefill='yes': expected true or false"):
+        load_catalog(copied)
+
+
+@pytest.mark.parametrize(("table", "key", "column"), [
+    ("deployments", "seed-example", "max_seqs"),
+    ("prices", "a100-80gb-sxm", "source"),
+])
+def test_catalog_value_left_empty_is_named(copied, table, key, column):
+    _set(copied, table, key, column, None)
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column} is empty:"
+                                           r" expected a value"):
+        load_catalog(copied)
+
+
+def test_deployment_without_its_client_path_is_named(copied):
+    pl.read_csv(copied / "deployments.csv").drop("net_one_way_s").write_csv(
+        copied / "deployments.csv")
+    with pytest.raises(CatalogError, match=r"deployments.csv lacks column\(s\) \['net_one_way_s'\]"):
+        load_catalog(copied)
+
+
+def test_mla_ranks_may_be_left_empty_in_a_catalog_without_mla_models(copied):
+    models = pl.read_csv(copied / "models.csv", infer_schema_length=None)
     models.filter(pl.col("attention") != "MLA").with_columns(
         pl.lit(None, dtype=pl.String).alias(c)
         for c in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim")
-    ).write_csv(tmp_path / "models.csv")
-    deployment = load_catalog(tmp_path).build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
+    ).write_csv(copied / "models.csv")
+    deployment = load_catalog(copied).build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
     assert deployment.replicated_params == 0 and deployment.model.q_lora_rank is None
 
 
-def test_unknown_allreduce_rounds_name_the_file_and_the_choices(tmp_path):
-    for table in TABLES:
-        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
-    efficiency = pl.read_csv(tmp_path / "gpu_efficiency.csv").with_columns(
+def test_unknown_allreduce_rounds_name_the_file_and_the_choices(copied):
+    efficiency = pl.read_csv(copied / "gpu_efficiency.csv").with_columns(
         pl.when(pl.col("family") == "hopper").then(pl.lit("tree")).otherwise("allreduce_rounds")
         .alias("allreduce_rounds"))
-    efficiency.write_csv(tmp_path / "gpu_efficiency.csv")
+    efficiency.write_csv(copied / "gpu_efficiency.csv")
     with pytest.raises(CatalogError, match=r"allreduce_rounds='tree' for hopper / current in .*"
                                            r"gpu_efficiency.csv: expected one of log2, ring"):
-        load_catalog(tmp_path)
+        load_catalog(copied)
 
 
 @pytest.mark.parametrize("listed", ["fp8;fp9", "int8"], ids=["unknown-dtype", "has-tensor-cores"])
-def test_weight_only_dtypes_must_be_dtypes_the_gpu_lacks(tmp_path, listed):
-    for table in TABLES:
-        shutil.copy(load_catalog().file(table), tmp_path / f"{table}.csv")
-    gpus = pl.read_csv(tmp_path / "gpus.csv").with_columns(
+def test_weight_only_dtypes_must_be_dtypes_the_gpu_lacks(copied, listed):
+    gpus = pl.read_csv(copied / "gpus.csv").with_columns(
         pl.when(pl.col("gpu") == "a100-80gb-sxm").then(pl.lit(listed))
         .otherwise("weight_only_dtypes").alias("weight_only_dtypes"))
-    gpus.write_csv(tmp_path / "gpus.csv")
+    gpus.write_csv(copied / "gpus.csv")
     bad = listed.split(";")[-1]
     with pytest.raises(CatalogError, match=rf"weight_only_dtypes lists '{bad}' for a100-80gb-sxm in"
                                            r" .*gpus.csv: expected dtypes of .* that the GPU has no"):
-        load_catalog(tmp_path)
+        load_catalog(copied)
 
 
 def test_a_deployment_moves_to_another_gpu_with_that_gpus_defaults(catalog):
@@ -309,3 +336,43 @@ def test_a_deployment_moves_to_another_gpu_with_that_gpus_defaults(catalog):
     assert moved.efficiency == fresh.efficiency
     assert (moved.price_provider, moved.price_plan) == (fresh.price_provider, fresh.price_plan) != (
         served.price_provider, served.price_plan)
+
+
+# ---- shape buckets ----------------------------------------------------------------------------
+
+BUCKETS = """dimension,lower,upper,label,source
+prompt,1,128,short prompt,s
+prompt,128,,long prompt,s
+output,1,64,short answer,s
+output,64,,long answer,s
+"""
+
+
+def test_shape_buckets_tile_every_token_count():
+    buckets = load_shape_buckets()
+    for dimension in ("prompt", "output"):
+        rows = buckets.filter(pl.col("dimension") == dimension).sort("lower")
+        assert rows["lower"][0] == 1 and rows["upper"][-1] is None
+        assert rows["upper"][:-1].to_list() == rows["lower"][1:].to_list()
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (("prompt,128,,long prompt", "prompt,256,,long prompt"),
+     r"prompt buckets: 'short prompt' ends at 128 but 'long prompt' starts at 256"),
+    (("output,64,,long answer", "output,64,4096,long answer"),
+     r"output buckets: the last, 'long answer', ends at 4096: expected it open-ended"),
+    (("output,64,,long answer", "output,64,,short answer"),
+     r"output buckets: label 'short answer' is used twice"),
+    (("prompt,1,128", "prompt,16,128"), r"prompt buckets: the first starts at 16"),
+    (("output,", "answer,"), r"dimension 'answer': expected one of prompt, output|output buckets: none"),
+    (("prompt,1,128", "prompt,one,128"), r"not a readable CSV of whole-number edges"),
+], ids=["gap", "closed", "duplicate", "late-start", "unknown-dimension", "text-edge"])
+def test_shape_buckets_that_do_not_tile_are_named(tmp_path, edit, named):
+    (tmp_path / "shape_buckets.csv").write_text(BUCKETS.replace(*edit))
+    with pytest.raises(CatalogError, match=rf"shape bucket file .*shape_buckets.csv.*({named})"):
+        load_shape_buckets(tmp_path)
+
+
+def test_missing_shape_buckets_are_named(tmp_path):
+    with pytest.raises(CatalogError, match=r"shape_buckets.csv is missing"):
+        load_shape_buckets(tmp_path)

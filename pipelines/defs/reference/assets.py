@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.roofline import load_catalog
-from pipelines.roofline.catalog import TABLES
+from pipelines.roofline.catalog import TABLES, load_shape_buckets
 from pipelines.warehouse import write_table
 
 REFERENCE_TABLES = (*TABLES, "shape_buckets")
@@ -21,7 +21,7 @@ def reference_tables(duckdb: DuckDBResource):
     """Load the catalog files; the same files the Python physics reads, so SQL and replay agree."""
     catalog = load_catalog(settings.reference_dir())
     frames = {t: getattr(catalog, t) for t in TABLES}
-    frames["shape_buckets"] = pl.read_csv(settings.reference_dir() / "shape_buckets.csv")
+    frames["shape_buckets"] = load_shape_buckets(settings.reference_dir())
     with duckdb.get_connection() as conn:
         for table, frame in frames.items():
             write_table(conn, table, frame)
