@@ -28,13 +28,17 @@ def main(top: int = 10) -> int:
     if not path.exists():
         print(f"fleetspend: no warehouse at {path}; run `make demo` first", file=sys.stderr)
         return 1
-    with duckdb.connect(str(path), read_only=True) as conn:
-        try:
+    try:
+        with duckdb.connect(str(path), read_only=True) as conn:
             tables = ReportTables.read(conn)
             caveats = run_sql(conn, "report_caveats").fetchall()
-        except duckdb.CatalogException:
-            print(f"fleetspend: {path} has no report tables yet; run `make demo`", file=sys.stderr)
-            return 1
+    except duckdb.CatalogException:
+        print(f"fleetspend: {path} has no report tables yet; run `make demo`", file=sys.stderr)
+        return 1
+    except duckdb.Error as exc:  # not a DuckDB file, or held by another process
+        print(f"fleetspend: cannot read the warehouse {path}: {str(exc).splitlines()[0]}",
+              file=sys.stderr)
+        return 1
     shape_columns = {k: v for k, v in SHAPE_COLUMNS.items()
                      if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever",
                                   "cost_lever")}

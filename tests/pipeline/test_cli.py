@@ -55,3 +55,13 @@ def test_summary_without_warehouse_says_what_to_do(tmp_path):
     summary = _run([sys.executable, "-m", "pipelines.summary"], env)
     assert summary.returncode == 1
     assert "make demo" in summary.stderr and "Traceback" not in summary.stderr
+
+
+def test_summary_of_a_file_that_is_not_a_warehouse_names_it(tmp_path):
+    env = _env(tmp_path)
+    warehouse = Path(env["FLEETSPEND_WAREHOUSE"])
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    warehouse.write_text("not a database\n")
+    summary = _run([sys.executable, "-m", "pipelines.summary"], env)
+    assert summary.returncode == 1 and "Traceback" not in summary.stderr
+    assert f"cannot read the warehouse {warehouse}" in summary.stderr
