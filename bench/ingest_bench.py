@@ -77,7 +77,7 @@ def main() -> None:
     result = read_trace(args.path)
     elapsed = time.perf_counter() - t0
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-    print(f"read_trace: {result.rows_read:,} rows read, {result.requests.height:,} accepted, "
+    print(f"read_trace: {result.rows_read:,} rows read, {result.rows.height:,} accepted, "
           f"{result.rejected.height:,} rejected, format {result.format}")
     print(f"read_trace: wall {elapsed:.1f} s, peak RSS {peak_gb:.2f} GB (before {base / 1e6:.2f} GB)")
     warehouse = args.path.with_suffix(".duckdb")

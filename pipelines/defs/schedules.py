@@ -3,7 +3,7 @@
 The target is "the ingest assets and everything downstream of them, plus the reference data they
 are priced with" (cheap, and a fresh warehouse needs it), so it follows the graph as it grows;
 calibration is left out (on demand, see pipelines/defs/ingest/sensors.py ON_DEMAND).
-Ingest itself picks the new partitions: it is incremental per file, keyed by content hash
+Ingest itself picks the new files (no Dagster partitions): it is incremental per file, keyed by content hash
 (pipelines/defs/ingest/assets.py), so a night reads only the files that are new or changed and
 everything downstream is rebuilt from the whole `requests` table. The inbox sensor
 (pipelines/defs/ingest/sensors.py) requests the same work as files arrive; the nightly run is the

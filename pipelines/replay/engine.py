@@ -504,7 +504,7 @@ def simulate(
                 if k1 < k0:
                     continue
                 ctx0 = s0 + k0 * batch
-                a0, _, _, attn0, attn_bound, _ = kernels(coef, batch, ctx0, ctx0, batch)
+                _, _, _, attn0, attn_bound, _ = kernels(coef, batch, ctx0, ctx0, batch)
                 n1 = float(k1 - k0 + 1)
                 if attn_bound:
                     c_rate, c_n, c_k = attn0 / ctx0, n1, (k0 + k1) * n1 / 2.0

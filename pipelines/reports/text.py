@@ -199,8 +199,8 @@ def report_blocks(t: ReportTables, deployment: str,
         ("p", "Queue and network time hold no GPU: GPU time and dollars split into prefill and decode."),
         ("h2", "What would cut it: what-if replays"),
         ("p", "Each scenario (`data/reference/scenarios.csv`) is a full replay of the same traces on a "
-              "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales the "
-              "replayed hour to a day, Δ fleet $ is the change of what the fleet costs (busy + idle). "
+              "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales each "
+              "trace's replayed span to a day, Δ fleet $ is the change of what the fleet costs (busy + idle). "
               "Per-shape deltas are in the `what_if` table."),
         ("chart", "what_if"),
         ("table", scenarios, WHAT_IF_COLUMNS),

@@ -27,8 +27,9 @@ lock-step, so the replica's step time is one GPU's step time):
 
 - F_tok  = 2 * ((active_params - R) / tp + R)           FLOPs of the dense GEMMs per token, R the
   parameters every GPU holds whole (MLA's latent down-projections; deployment.py, weights)
-- F_attn = 4 * layers * q_heads * head_dim / tp         FLOPs per (query token, key token) pair:
-  QK^T and AV each cost 2 * head_dim per head. A prefill chunk of n new tokens after c cached
+- F_attn = 2 * layers * q_heads * (qk_dim + v_dim) / tp  FLOPs per (query token, key token)
+  pair: QK^T costs 2 * qk_dim and AV 2 * v_dim per head (4 * head_dim for GQA / MHA; MLA adds
+  its rotary dims to qk_dim, deployment.py). A prefill chunk of n new tokens after c cached
   tokens has n * (c + (n - 1) / 2) pairs (causal mask: on average it attends to half the chunk);
   a decode over a context of L tokens has L pairs.
 - W(tokens) = W_shared + W_experts * (1 - (1 - k/E)^tokens)   weight bytes read once per step

@@ -27,7 +27,7 @@ def test_default_cron_and_targets(tmp_path, monkeypatch):
     # The day's data, every report downstream of it, and the reference data it is priced with.
     assert {"requests", "rejected_requests", "trace_files", "request_stages", "request_costs",
             "shape_spend", "fleet_summary", "report", "roofline", "prices"} <= selected
-    # Calibration (up to 400 full replays per observed trace) is on demand, not nightly or per file.
+    # Calibration (hundreds of full replays per observed trace) is on demand, not nightly or per file.
     inbox = {k.to_user_string() for k in defs.resolve_job_def("ingest_new_traces").asset_layer.executable_asset_keys}
     assert "request_stages" in inbox
     assert not {"calibration", "calibration_errors"} & (selected | inbox)

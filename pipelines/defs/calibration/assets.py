@@ -37,7 +37,9 @@ class CalibrationConfig(dg.Config):
     candidates: dict[str, list[str]] = {}
     # the observed metrics the fit uses (ttft, e2e); all observed ones are reported
     fit_metrics: list[str] = list(REQUEST_METRICS)
-    # the replay's router (ReplayConfig.router): the fit replays the log as the reports do
+    # the router of the fit's replays: the choices and default of ReplayConfig.router, set on
+    # its own (calibration runs on demand, apart from the replay), so a run that changed the
+    # replay's router sets this one too
     router: str = "least_outstanding"
 
 

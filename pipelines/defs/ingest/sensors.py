@@ -17,8 +17,9 @@ from pipelines.formats.sidecar import sidecar_of
 from pipelines.formats.source import trace_files
 from pipelines.ingest_store import INGEST_TABLES
 
-# Calibration is on demand (README "Calibration"): a full replay per fit evaluation, up to 400
-# per observed trace, is not work to repeat for every file that arrives or every night.
+# Calibration is on demand (README "Calibration"): a full replay of the log per least-squares
+# evaluation (up to 400 a fit, plus one per fitted factor for each finite-difference Jacobian,
+# and up to three fits a log) is not work to repeat for every file that arrives or every night.
 ON_DEMAND = dg.AssetSelection.groups("calibration")
 INGEST_DOWNSTREAM = dg.AssetSelection.assets(*INGEST_TABLES).downstream() - ON_DEMAND
 ingest_job = dg.define_asset_job(
