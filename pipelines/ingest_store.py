@@ -12,7 +12,7 @@ import duckdb
 import polars as pl
 
 from pipelines.formats.common import COUNTS, DEFAULTS, REJECTED_SCHEMA, REQUESTS_SCHEMA, IngestResult
-from pipelines.warehouse import run_sql
+from pipelines.warehouse import incoming, run_sql, transaction
 
 INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
 # The trace_files row of a file (IngestResult.file_row plus its options), typed as
@@ -56,11 +56,8 @@ def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
 
 
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
-    conn.register("_incoming", frame.to_arrow())
-    try:
+    with incoming(conn, frame):
         conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
-    finally:
-        conn.unregister("_incoming")
 
 
 def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
@@ -70,22 +67,9 @@ def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> N
     canonical frame never exists in memory. Same result as pipelines.formats.common.canonical."""
     present = [c for c in REQUESTS_SCHEMA if c in result.rows.columns]
     defaults = [f"{int(value)} AS {name}" for name, value in DEFAULTS.items() if name not in present]
-    conn.register("_incoming", result.rows.to_arrow())
-    try:
+    with incoming(conn, result.rows):
         conn.execute(f"INSERT INTO requests BY NAME SELECT $trace AS trace, line, "
                      f"{', '.join(present + defaults)} FROM _incoming", {"trace": result.trace})
-    finally:
-        conn.unregister("_incoming")
-
-
-def _in_transaction(conn: duckdb.DuckDBPyConnection, work) -> None:
-    conn.execute("BEGIN TRANSACTION")
-    try:
-        work()
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None,
@@ -93,16 +77,14 @@ def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trac
     """Swap one file's rows in all three tables, atomically; `options` is the canonical text of
     the file's sidecar options (pipelines/formats/sidecar.py)."""
     row = {**result.file_row(), "options": options}
-
-    def work() -> None:
+    with transaction(conn):
         _delete(conn, row["file"], old_trace or row["trace"])
         _insert_requests(conn, result)
         _insert(conn, "rejected_requests", result.rejected)
         _insert(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
 
-    _in_transaction(conn, work)
-
 
 def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
     """Remove one file's rows from all three tables, atomically (a failure leaves them all)."""
-    _in_transaction(conn, lambda: _delete(conn, file, trace))
+    with transaction(conn):
+        _delete(conn, file, trace)

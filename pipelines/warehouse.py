@@ -6,6 +6,8 @@ Plain DuckDB: the Dagster layer hands in a connection from DuckDBResource, tests
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import duckdb
 import polars as pl
@@ -29,14 +31,34 @@ def _checked(name: str) -> str:
     return name
 
 
+@contextmanager
+def incoming(conn: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> Iterator[None]:
+    """`frame` visible to SQL as the view `_incoming` (through Arrow, no copy) for the block."""
+    conn.register("_incoming", frame.to_arrow())
+    try:
+        yield
+    finally:
+        conn.unregister("_incoming")
+
+
+@contextmanager
+def transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The block's statements in one transaction: committed together, or rolled back together
+    on any exception (an interrupt included)."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def write_table(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> int:
     """Replace table `name` with `frame` (types carried over through Arrow); returns its rows."""
     table = _checked(name)
-    conn.register("_incoming", frame.to_arrow())
-    try:
+    with incoming(conn, frame):
         conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM _incoming")
-    finally:
-        conn.unregister("_incoming")
     return frame.height
 
 
@@ -74,26 +96,18 @@ def stage_rows(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame, 
     """Add `frame` to the temporary table staged_<name> (created anew when `first`). Temporary
     tables live only as long as the connection: an interrupted run leaves nothing behind."""
     table = f"staged_{_checked(name)}"
-    conn.register("_incoming", frame.to_arrow())
-    try:
+    with incoming(conn, frame):
         if first:
             conn.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM _incoming")
         else:
             conn.execute(f"INSERT INTO {table} SELECT * FROM _incoming")
-    finally:
-        conn.unregister("_incoming")
 
 
 def publish_staged(conn: duckdb.DuckDBPyConnection, names: list[str]) -> None:
     """Replace each table `name` by staged_<name>, all in one transaction: readers see either
     the old set of tables or the new one, never a mix."""
-    conn.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(conn):
         for name in names:
             conn.execute(f"CREATE OR REPLACE TABLE {_checked(name)} AS SELECT * FROM staged_{name}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     for name in names:
         conn.execute(f"DROP TABLE staged_{name}")

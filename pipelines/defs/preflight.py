@@ -32,10 +32,11 @@ def _mapping(value, where: str, problems: list[str]) -> dict:
     return {}
 
 
-def _calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]:
+def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]:
     """The deployments named in the calibration config's `deployments` map (trace -> deployment)
     and `candidates` map (trace -> list of deployments); also checks `fit_metrics`
-    (pipelines/defs/calibration/assets.py, CalibrationConfig)."""
+    (pipelines/defs/calibration/assets.py, CalibrationConfig, which runs the same checks when
+    it is materialized without the preflight)."""
     where = f"ops.{CALIBRATION_OP}.config"
     chosen = []
     deployments = _mapping(cfg.get("deployments"), f"{where}.deployments", problems)
@@ -79,7 +80,7 @@ def run_choices(run_config) -> RunChoices:
                 problems.append(f"run config ops.{op}.config.deployment: {cfg['deployment']!r}, "
                                 f"expected a deployment name")
         if op == CALIBRATION_OP:
-            chosen += _calibration_choices(cfg, problems)
+            chosen += calibration_choices(cfg, problems)
     replay = next((c for c in chosen if c[0] == f"{REPLAY_OP}.deployment"),
                   (f"{REPLAY_OP}.deployment (default)", ReplayConfig.model_fields["deployment"].default))
     return RunChoices(deployments=chosen if replay in chosen else [*chosen, replay], replay=replay,

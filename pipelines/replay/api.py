@@ -152,7 +152,7 @@ def _prefix_hashes(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def replay_fleet(
     requests: pl.DataFrame, deployment: Deployment, bin_s: float = 60.0, *,
     router: str = "least_outstanding",
-    hash_tokens: int = MOONCAKE_HASH_TOKENS,
+    hash_tokens: int | None = None,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> ReplayResult:
     """Replay on every replica of `deployment`; per-request stages plus the fleet timeline.
@@ -161,7 +161,8 @@ def replay_fleet(
     size, chunked prefill and the other scheduler limits are the deployment's
     (`deployment.scheduler`; `catalog.build(..., kv_block_tokens=32)` for another block size).
     `hash_tokens` is how many prompt tokens each entry of `prefix_hashes` covers (a multiple
-    of the KV block size; Mooncake: 512).
+    of the KV block size; None: Mooncake's 512, also for a trace without hashes, where it is
+    unused), as trace_files.prefix_block_tokens records it per trace.
     `progress(requests routed, requests, simulated seconds)` is called every PROGRESS_EVERY
     requests during long replays.
     """
@@ -170,6 +171,7 @@ def replay_fleet(
     if not bin_s > 0:
         raise ReplayError(f"bin_s={bin_s!r}: expected a positive number of seconds")
     sched = deployment.scheduler
+    hash_tokens = MOONCAKE_HASH_TOKENS if hash_tokens is None else hash_tokens
     if hash_tokens < 1 or hash_tokens % sched.kv_block_tokens:
         raise ReplayError(f"hash_tokens={hash_tokens}: expected a positive multiple of the KV "
                           f"block size of {deployment.name!r} ({sched.kv_block_tokens} tokens)")

@@ -32,7 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.replay import ReplayError, replay_fleet
-from pipelines.replay.api import MOONCAKE_HASH_TOKENS, STAGE_COLUMNS
+from pipelines.replay.api import STAGE_COLUMNS
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import Catalog
 from pipelines.roofline.caveats import caveat_column
@@ -187,8 +187,8 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                      router: str = "least_outstanding",
                      hash_tokens: Mapping[str, int | None] | None = None) -> Iterator[ScenarioRun]:
     """Replay every trace of `requests` once per scenario, each trace on its own fleet and with
-    the baseline's options (`router`; `hash_tokens`: tokens per prefix hash by trace, Mooncake's
-    512 where a trace has none), one ScenarioRun per scenario and trace, lazily, so that only
+    the baseline's options (`router`; `hash_tokens`: tokens per prefix hash by trace, replay_fleet's
+    default where a trace has none), one ScenarioRun per scenario and trace, lazily, so that only
     one trace's replay is held at a time when each run's batches are consumed before the
     next run. The stage rows are the request_stages columns labelled with trace, scenario and
     deployment.
@@ -209,7 +209,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
             try:
                 result = replay_fleet(scenario_requests(frame, s), deployment, bin_s=bin_s,
                                       router=router,
-                                      hash_tokens=hash_tokens.get(trace) or MOONCAKE_HASH_TOKENS)
+                                      hash_tokens=hash_tokens.get(trace))
             except ReplayError as exc:
                 raise ScenarioError(f"scenario {s.scenario!r}, trace {trace}: {exc}") from None
             labels = (pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),

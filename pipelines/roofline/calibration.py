@@ -66,7 +66,6 @@ import polars as pl
 from scipy.optimize import least_squares
 
 from pipelines.replay import ReplayError, replay_fleet
-from pipelines.replay.api import MOONCAKE_HASH_TOKENS
 from pipelines.roofline import step
 from pipelines.roofline.deployment import Deployment
 
@@ -150,7 +149,7 @@ def with_parameters(d: Deployment, values: dict[str, float]) -> Deployment:
 # ---- predictions ------------------------------------------------------------------------------
 
 def predict_requests(d: Deployment, requests: pl.DataFrame, *, router: str = "least_outstanding",
-                     hash_tokens: int = MOONCAKE_HASH_TOKENS) -> pl.DataFrame:
+                     hash_tokens: int | None = None) -> pl.DataFrame:
     """request_id, ttft, e2e: the replay of the whole log on `d` with the replay asset's router
     and the trace's tokens per prefix hash (trace_files.prefix_block_tokens)."""
     stages = replay_fleet(requests, d, router=router, hash_tokens=hash_tokens).stages
@@ -305,7 +304,7 @@ def _with_shape(frame: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
 def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFrame,
                        fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
                        router: str = "least_outstanding",
-                       hash_tokens: int = MOONCAKE_HASH_TOKENS) -> Calibration:
+                       hash_tokens: int | None = None) -> Calibration:
     """Fit `d` to a request log's observed latencies (module docstring). `requests` is the whole
     log, observed or not: every request queues and batches in the replay. `fit_metrics` (ttft,
     e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
@@ -441,7 +440,7 @@ class Choice:
 def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, buckets: pl.DataFrame,
                          fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
                          router: str = "least_outstanding",
-                         hash_tokens: int = MOONCAKE_HASH_TOKENS) -> Choice:
+                         hash_tokens: int | None = None) -> Choice:
     """Calibrate the log on every candidate and keep the plausible one whose catalog factors
     explain its fit half best, only the client latency fitted (module docstring); with no
     plausible candidate, the best of the rest is kept and its warnings say why. A candidate

@@ -6,8 +6,8 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
+from pipelines.defs.preflight import calibration_choices
 from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT
-from pipelines.replay.api import MOONCAKE_HASH_TOKENS
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
@@ -60,16 +60,14 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     cannot be calibrated (too few observations, a request the deployment cannot serve) is
     skipped, logged and listed with its reason in the metadata; only a configuration error
     (unknown deployment, router or metric) fails the asset."""
+    # the preflight's checks (every run through the warehouse resource has passed them), again
+    # for a materialization with a plain DuckDBResource
+    problems: list[str] = []
+    calibration_choices(config.model_dump(), problems)
     if config.router not in ROUTERS:
-        raise dg.Failure(f"calibration config: router={config.router!r}, expected one of {', '.join(ROUTERS)}")
-    unknown = sorted(set(config.fit_metrics) - set(REQUEST_METRICS))
-    if unknown or not config.fit_metrics:
-        raise dg.Failure(f"calibration config: fit_metrics={config.fit_metrics}, "
-                         f"expected some of {list(REQUEST_METRICS)}")
-    both = sorted(set(config.deployments) & set(config.candidates))
-    if both:
-        raise dg.Failure(f"calibration config: trace(s) {both} have both a deployment and "
-                         f"candidates; expected one or the other")
+        problems.append(f"router={config.router!r}, expected one of {', '.join(ROUTERS)}")
+    if problems:
+        raise dg.Failure("calibration config: " + "; ".join(problems))
     catalog = load_catalog(settings.reference_dir())
     with duckdb.get_connection() as conn:
         run_sql(conn, "calibration_requests")
@@ -86,7 +84,7 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     parameters, errors, summary, skipped, choices = [], [], {}, {}, {}
     for (trace,), frame in traces.items():
         offered = deployments[trace]
-        hash_tokens = frame["prefix_block_tokens"][0] or MOONCAKE_HASH_TOKENS
+        hash_tokens = frame["prefix_block_tokens"][0]
         try:
             choice = calibrate_candidates(offered, frame.drop("prefix_block_tokens"), buckets,
                                           tuple(config.fit_metrics), router=config.router,

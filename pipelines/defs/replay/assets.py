@@ -10,7 +10,6 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.replay import ReplayError, replay_fleet
-from pipelines.replay.api import MOONCAKE_HASH_TOKENS
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.warehouse import publish_staged, read_table, stage_rows
@@ -73,7 +72,7 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
             try:
                 result = replay_fleet(frame, deployment, bin_s=config.timeline_bin_s,
                                       router=config.router, progress=progress,
-                                      hash_tokens=block_tokens.get(trace) or MOONCAKE_HASH_TOKENS)
+                                      hash_tokens=block_tokens.get(trace))
             except ReplayError as exc:
                 raise dg.Failure(f"trace {trace}: {exc}") from None
             labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
