@@ -1,6 +1,7 @@
-"""The preflight, wired to Dagster run config: at the start of every run (the warehouse resource
-calls `check_run` before any step) and as a command that prints only the message, for cron and
-`make demo`:
+"""Check a run's configuration before any step: the preflight, wired to Dagster run config.
+
+It runs at the start of every run (the warehouse resource calls `check_run` before any step)
+and as a command that prints only the message, for cron and `make demo`:
 
     python -m pipelines.defs.preflight [-c run_config.yaml]    # exit 0, or 2 with the problems
 
@@ -11,6 +12,7 @@ where a name belongs) and reports each mismatch as a problem line, never a trace
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -18,10 +20,12 @@ import yaml
 from pipelines import settings
 from pipelines.defs.replay.assets import ReplayConfig
 from pipelines.preflight import ConfigurationError, RunChoices, preflight
+from pipelines.replay.engine import ROUTERS
 from pipelines.roofline.calibration import REQUEST_METRICS
 
 REPLAY_OP = "replayed_fleet"
 CALIBRATION_OP = "calibrated"
+CONFIGURABLE_OPS = (CALIBRATION_OP, REPLAY_OP)
 
 
 def _mapping(value, where: str, problems: list[str]) -> dict:
@@ -64,15 +68,34 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
     return chosen
 
 
+def replay_options(cfg: dict, where: str, problems: list[str]) -> None:
+    """The options the replay takes besides its deployment: `router` (also the calibration's)
+    and `timeline_bin_s` (ReplayConfig, CalibrationConfig)."""
+    if "router" in cfg and cfg["router"] not in ROUTERS:
+        problems.append(f"run config {where}.router: {cfg['router']!r}, expected one of"
+                        f" {', '.join(ROUTERS)}")
+    if "timeline_bin_s" in cfg:
+        value = cfg["timeline_bin_s"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            problems.append(f"run config {where}.timeline_bin_s: {value!r}, expected a positive"
+                            f" number of seconds")
+
+
 def run_choices(run_config) -> RunChoices:
     """The deployment names a run config chooses (any asset config field named `deployment`, and
     the calibration's per-trace `deployments`); the replay's, or its default when it names none,
-    is the one the what-if scenarios are checked against."""
+    is the one the what-if scenarios are checked against. An op that takes no config (a typo
+    of one that does) is a problem: Dagster would run without the config the user meant."""
     problems: list[str] = []
     ops = _mapping(_mapping(run_config, "(the whole file)", problems).get("ops"), "ops", problems)
     chosen = []
     for op, body in ops.items():
+        if op not in CONFIGURABLE_OPS:
+            problems.append(f"run config ops.{op}: no step of that name takes a config; expected"
+                            f" one of {', '.join(CONFIGURABLE_OPS)}")
+            continue
         cfg = _mapping(_mapping(body, f"ops.{op}", problems).get("config"), f"ops.{op}.config", problems)
+        replay_options(cfg, f"ops.{op}.config", problems)
         if "deployment" in cfg:
             if isinstance(cfg["deployment"], str):
                 chosen.append((f"{op}.deployment", cfg["deployment"]))
@@ -87,10 +110,24 @@ def run_choices(run_config) -> RunChoices:
                       problems=problems)
 
 
+def _setting_problems() -> list[str]:
+    """Settings the code location itself reads from the environment: a bad FLEETSPEND_NIGHTLY_CRON
+    stops every dagster command from loading the definitions, so the command names it first."""
+    from pipelines.defs.schedules import nightly_schedule  # schedules imports this module
+
+    try:
+        nightly_schedule(settings.nightly_cron(), settings.warehouse_path())
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 def check_run(warehouse: Path, run_config) -> list[str]:
     """Raise ConfigurationError naming every problem of this run's configuration; else return
     the notes (what-if scenarios the replay will skip on its deployment, and why)."""
-    return preflight(warehouse, settings.reference_dir(), run_choices(run_config),
+    choices = run_choices(run_config)
+    choices = replace(choices, problems=[*_setting_problems(), *choices.problems])
+    return preflight(warehouse, settings.reference_dir(), choices,
                      reports_dir=settings.reports_dir(), trace_dir=settings.trace_dir())
 
 

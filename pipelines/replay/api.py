@@ -34,6 +34,9 @@ STAGE_COLUMNS = [
     "compute_gpu_s", "bound", "cached_hit_tokens",
 ]
 MOONCAKE_HASH_TOKENS = 512  # tokens per prefix hash in Mooncake traces
+# The most replica x time-bin cells of a fleet timeline (TIMELINE_SERIES float64 each: 1 GB): a
+# year of 60-s bins on 47 replicas, a week on 2,400.
+MAX_TIMELINE_CELLS = 25_000_000
 
 
 class ReplayError(ValueError):
@@ -136,6 +139,21 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     return frame
 
 
+def _check_span(frame: pl.DataFrame, deployment: Deployment, bin_s: float) -> None:
+    """Refuse a log whose span would need a fleet timeline beyond MAX_TIMELINE_CELLS (replicas x
+    bins, TIMELINE_SERIES floats each): such a span is almost always an arrival in the wrong
+    unit or year, and allocating it would exhaust memory instead of saying so."""
+    first, last = frame["arrival_s"][0], frame["arrival_s"][-1]
+    cells = deployment.replicas * (last // bin_s + 2)
+    if cells > MAX_TIMELINE_CELLS:
+        raise ReplayError(
+            f"the requests span {last - first:,.0f} s ({(last - first) / 86400:,.0f} days, from"
+            f" arrival_s {first:,.0f} to {last:,.0f}): {deployment.replicas} replicas x"
+            f" {bin_s:g}-s bins would need a fleet timeline of {cells:,.0f} cells, over the"
+            f" {MAX_TIMELINE_CELLS:,} a replay holds; check the log's arrival times (a wrong unit"
+            f" or year) or replay with a larger timeline_bin_s")
+
+
 def _prefix_hashes(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Every request's prefix hashes as one flat array and the offsets of each request's run
     in it (request i: hashes[offsets[i]:offsets[i + 1]]); none when the column is absent."""
@@ -178,6 +196,7 @@ def replay_fleet(
     frame = _validated(requests, deployment)
     if frame.height == 0:
         raise ReplayError("no requests to replay")
+    _check_span(frame, deployment, bin_s)
     offsets, hashes = _prefix_hashes(frame)
     # Int64 columns pass to the engine without a copy
     cached = (frame["cached_tokens"].fill_null(0).cast(pl.Int64).to_numpy()

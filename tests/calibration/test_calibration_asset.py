@@ -188,5 +188,14 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
 
 
 def test_unknown_router_fails_with_its_name(tmp_path):
-    with pytest.raises(dg.Failure, match="router='fastest'"):
+    with pytest.raises(dg.Failure, match="ops.calibrated.config.router: 'fastest', expected one of"):
         _materialize(tmp_path, _requests(True), {"router": "fastest"})
+
+
+def test_a_misspelled_trace_in_the_config_fails_naming_the_observed_ones(tmp_path):
+    """A trace name that matches no observed log would otherwise leave the log it meant on the
+    default deployment (a fit of the wrong hardware) without a word."""
+    config = {"deployments": {"burstgpt-scale-100": DEPLOYMENT}, "fit_metrics": ["ttft"]}
+    with pytest.raises(dg.Failure, match=r"trace\(s\) \['burstgpt-scale-100'\] with no observed"
+                                         r" latencies.*burstgpt-scale100, burstgpt-scale1000"):
+        _materialize(tmp_path, _requests(True), config)

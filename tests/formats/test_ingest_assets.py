@@ -212,3 +212,24 @@ def test_balance_check_fails_when_a_row_goes_missing(inbox, tmp_path):
     assert not result.passed
     assert result.metadata["unbalanced_files"].value == [str(inbox / "vidur_splitwise_code.excerpt.csv")]
     assert "| 20 | 20 | 0 | 19 | 0 | NO |" in result.metadata["per_file"].value
+
+
+def test_an_unreadable_file_fails_alone(inbox, tmp_path, monkeypatch):
+    """A file the run cannot open (permissions, an I/O error; simulated: CI runs as root, which
+    reads any file) is one failed file with the reason, not a crash of the whole ingest."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox)
+    shutil.copy(PUBLIC / "mooncake_conversation.excerpt.jsonl", inbox / "locked.jsonl")
+    real = ingest_assets.sha256_of
+
+    def sha256_of(path):
+        if path.name == "locked.jsonl":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(ingest_assets, "sha256_of", sha256_of)
+    meta = files_metadata(ingest(warehouse))
+    assert meta["files_ingested_this_run"] == 1
+    assert meta["files_failed"] == {"locked.jsonl": f"{inbox / 'locked.jsonl'}: cannot be read"
+                                                    f" (Permission denied)"}
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(8819,)]

@@ -196,6 +196,15 @@ def test_a_calibration_deployment_is_not_checked_against_the_scenarios(tmp_path,
      "run config ops.calibrated.config.fit_metrics: ['ttft', 'tpot'], expected a list of some of"),
     ("ops:\n  calibrated:\n    config:\n      fit_metrics: ttft\n",
      "run config ops.calibrated.config.fit_metrics: 'ttft', expected a list"),
+    ("ops:\n  replayd_fleet:\n    config:\n      deployment: seed-example\n",
+     "run config ops.replayd_fleet: no step of that name takes a config; expected one of"
+     " calibrated, replayed_fleet"),
+    ("ops:\n  replayed_fleet:\n    config:\n      router: fastest\n",
+     "run config ops.replayed_fleet.config.router: 'fastest', expected one of round_robin,"),
+    ("ops:\n  calibrated:\n    config:\n      router: nope\n",
+     "run config ops.calibrated.config.router: 'nope', expected one of"),
+    ("ops:\n  replayed_fleet:\n    config:\n      timeline_bin_s: 0\n",
+     "run config ops.replayed_fleet.config.timeline_bin_s: 0, expected a positive number of seconds"),
 ])
 def test_malformed_run_config_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys, text, expected):
     code, out, err = _command(tmp_path, monkeypatch, capsys, text)
@@ -214,3 +223,20 @@ def test_reports_folder_must_be_writable_and_trace_folder_must_exist(tmp_path, m
     assert "is not a folder" in lines[1]
     assert lines[2] == (f"- FLEETSPEND_TRACE_DIR={tmp_path / 'no-traces'}: no such folder; expected "
                         f"the folder of request logs to ingest")
+
+
+def test_a_trace_folder_without_trace_files_is_named(tmp_path, monkeypatch, capsys):
+    (tmp_path / "inbox").mkdir()
+    (tmp_path / "inbox" / "README.md").write_text("logs go here\n")
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(tmp_path / "inbox"))
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and f"FLEETSPEND_TRACE_DIR={tmp_path / 'inbox'}: no trace files in it" in err
+
+
+def test_a_bad_nightly_cron_is_named_before_dagster_loads_it(tmp_path, monkeypatch, capsys):
+    """Every dagster command loads the schedule, so a bad FLEETSPEND_NIGHTLY_CRON would stop
+    them all with a traceback; the preflight says it in one line."""
+    monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "every night")
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and "Traceback" not in err
+    assert "- FLEETSPEND_NIGHTLY_CRON='every night': expected a 5-field cron string" in err

@@ -252,6 +252,14 @@ def test_invalid_requests_are_refused(seed, prompt, output, cached):
         replay(_requests([0.0, 0.1], [50, prompt], [5, output], [0, cached]), seed)
 
 
+def test_a_span_beyond_any_timeline_is_refused_not_allocated(seed):
+    """An arrival in milliseconds among seconds (here 1.7e12 s, year 55,800) would ask for a
+    timeline of 2.8e10 bins; the replay says so before allocating anything."""
+    with pytest.raises(ReplayError, match=r"span 1,700,000,000,000 s .* check the log's arrival"
+                                          r" times"):
+        replay(_requests([0.0, 1.7e12], [100, 100], [10, 10]), seed)
+
+
 def test_missing_columns_and_empty_input_are_refused(seed):
     with pytest.raises(ReplayError, match="output_tokens"):
         replay(pl.DataFrame({"arrival_s": [0.0], "prompt_tokens": [10]}), seed)

@@ -6,9 +6,8 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.defs.preflight import calibration_choices
+from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices, replay_options
 from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT
-from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
     REQUEST_METRICS,
@@ -59,21 +58,27 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     pipelines/roofline/calibration.py); traces without observations are left out. A trace that
     cannot be calibrated (too few observations, a request the deployment cannot serve) is
     skipped, logged and listed with its reason in the metadata; only a configuration error
-    (unknown deployment, router or metric) fails the asset."""
+    (unknown deployment, router or metric, a trace named in `deployments` or `candidates` that
+    has no observed latencies) fails the asset."""
     # the preflight's checks (every run through the warehouse resource has passed them), again
     # for a materialization with a plain DuckDBResource
     problems: list[str] = []
     calibration_choices(config.model_dump(), problems)
-    if config.router not in ROUTERS:
-        problems.append(f"router={config.router!r}, expected one of {', '.join(ROUTERS)}")
+    replay_options(config.model_dump(), f"ops.{CALIBRATION_OP}.config", problems)
     if problems:
-        raise dg.Failure("calibration config: " + "; ".join(problems))
+        raise dg.Failure("; ".join(problems))
     catalog = load_catalog(settings.reference_dir())
     with duckdb.get_connection() as conn:
         run_sql(conn, "calibration_requests")
         requests = read_table(conn, "calibration_requests")
         buckets = read_table(conn, "shape_buckets")
     traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
+    observed = sorted(trace for (trace,) in traces)
+    unknown = sorted((set(config.deployments) | set(config.candidates)) - set(observed))
+    if unknown:  # a typo would silently calibrate that trace on the default deployment
+        raise dg.Failure(f"calibration config: deployments / candidates name trace(s) {unknown}"
+                         f" with no observed latencies in the warehouse; traces with observed"
+                         f" latencies: {', '.join(observed) or 'none'}")
     deployments = {}
     for (trace,) in traces:
         names = config.candidates.get(trace) or [config.deployments.get(trace, config.deployment)]

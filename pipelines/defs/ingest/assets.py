@@ -57,10 +57,14 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
         for file in files:
             try:
                 options = raw_options(file)
+                unchanged = identity.get(str(file)) == (sha256_of(file), canonical(options))
             except ValueError as exc:
                 failed[file.name] = str(exc)
                 continue
-            if identity.get(str(file)) == (sha256_of(file), canonical(options)):
+            except OSError as exc:  # unreadable (permissions, I/O): this file fails alone
+                failed[file.name] = f"{file}: cannot be read ({exc.strerror or exc})"
+                continue
+            if unchanged:
                 continue
             owner = claimed.get(trace_name(file))
             if owner not in (None, str(file)):
@@ -71,6 +75,9 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             except (TraceFormatError, ValueError) as exc:
                 sidecar = str(sidecar_of(file))
                 failed[file.name] = f"{exc} (options from {sidecar})" if options and sidecar not in str(exc) else str(exc)
+                continue
+            except OSError as exc:
+                failed[file.name] = f"{file}: cannot be read ({exc.strerror or exc})"
                 continue
             replace_file(conn, result, traces.get(str(file)), canonical(options))
             claimed[result.trace] = str(file)
