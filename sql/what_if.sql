@@ -3,6 +3,8 @@
 -- all shapes together (shape = 'all', rank 0).
 --   spend_usd          attributed (busy) GPU spend: GPU-seconds x the scenario's $/GPU-hour
 --   delta_usd_per_day  delta_usd scaled to a day: each trace's delta x 86,400 / its baseline span
+--   (dollar deltas are rounded to a millionth of a dollar: an unchanged fleet's difference of two
+--   float sums is 0, not 3e-13)
 --   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
 --                      it moves only when the fleet's GPUs, replicas, price or span change
 --   p95_ttft_s, p95_tpot_s and their deltas (scenario - baseline), seconds
@@ -74,9 +76,9 @@ SELECT
     r.requests,
     b.spend_usd AS baseline_usd,
     r.spend_usd,
-    r.spend_usd - b.spend_usd AS delta_usd,
+    round(r.spend_usd - b.spend_usd, 6) AS delta_usd,
     100 * (r.spend_usd - b.spend_usd) / b.spend_usd AS delta_pct,
-    r.usd_per_day - b.usd_per_day AS delta_usd_per_day,
+    round(r.usd_per_day - b.usd_per_day, 6) AS delta_usd_per_day,
     b.p95_ttft_s AS baseline_p95_ttft_s,
     r.p95_ttft_s,
     r.p95_ttft_s - b.p95_ttft_s AS delta_p95_ttft_s,
@@ -85,7 +87,7 @@ SELECT
     r.p95_tpot_s - b.p95_tpot_s AS delta_p95_tpot_s,
     b.fleet_spend_usd AS baseline_fleet_usd,
     r.fleet_spend_usd,
-    r.fleet_spend_usd - b.fleet_spend_usd AS delta_fleet_usd,
+    round(r.fleet_spend_usd - b.fleet_spend_usd, 6) AS delta_fleet_usd,
     d.skipped
 FROM runs AS r
 JOIN runs AS b ON b.run = 'baseline' AND b.shape = r.shape
