@@ -42,7 +42,7 @@ def main(top: int = 10) -> int:
     shape_columns = {k: v for k, v in SHAPE_COLUMNS.items()
                      if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever",
                                   "cost_lever")}
-    what_if_columns = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "description"}
+    what_if_columns = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "change"}
     if caveats:
         print("\n== Physics caveats (docs/physics.md section 5) ==")
         print("\n".join(f"- {text}" for _, text in caveats))

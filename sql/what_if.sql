@@ -1,6 +1,8 @@
 -- What-if: each scenario's replay (scenario_stages) against the baseline, per request shape (the
 -- shape of the baseline request, so an output cap does not move requests between shapes) and for
 -- all shapes together (shape = 'all', rank 0).
+--   description, change  the scenario's prose (scenarios.csv) and what it changes on this
+--                      baseline, in its numbers (scenario_fleets.change)
 --   spend_usd          attributed (busy) GPU spend: GPU-seconds x the scenario's $/GPU-hour
 --   delta_usd_per_day  delta_usd scaled to a day: each trace's delta x 86,400 / its baseline span
 --   (dollar deltas are rounded to a millionth of a dollar: an unchanged fleet's difference of two
@@ -64,12 +66,13 @@ runs AS (
     LEFT JOIN fleet AS fl USING (run)
 ),
 described AS (
-    SELECT DISTINCT scenario, description, deployment, skipped FROM scenario_fleets
+    SELECT DISTINCT scenario, description, change, deployment, skipped FROM scenario_fleets
 ),
 measured AS (
 SELECT
     r.run AS scenario,
     d.description,
+    d.change,
     d.deployment,
     coalesce(ss.rank, 0) AS rank,
     r.shape,
@@ -96,6 +99,6 @@ LEFT JOIN shape_spend AS ss ON ss.shape = r.shape
 )
 SELECT * FROM measured
 UNION ALL BY NAME
-SELECT scenario, description, deployment, 0 AS rank, 'all' AS shape, skipped
+SELECT scenario, description, change, deployment, 0 AS rank, 'all' AS shape, skipped
 FROM described WHERE skipped IS NOT NULL
 ORDER BY scenario, rank;

@@ -130,7 +130,7 @@ def what_if_chart(what_if: pl.DataFrame) -> alt.HConcatChart:
             x=alt.X(f"{column}:Q", title=title),
             y=alt.Y("scenario:N", sort=order, title=None, axis=alt.Axis(labels=show_labels)),
             color=alt.condition(f"datum.{column} < 0", alt.value("#54a24b"), alt.value("#e45756")),
-            tooltip=["scenario", "description", alt.Tooltip(f"{column}:Q", format="+.1f"),
+            tooltip=["scenario", "change", alt.Tooltip(f"{column}:Q", format="+.1f"),
                      alt.Tooltip("delta_usd_per_day:Q", format="$,.0f", title="Δ $/day")],
         ).properties(width=280, height=alt.Step(22))
 

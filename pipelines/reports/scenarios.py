@@ -44,6 +44,7 @@ COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "t
            "source": pl.String}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.String,
+                "change": pl.String,
                 "deployment": pl.String, "gpu": pl.String, "tp": pl.Int64, "weight_dtype": pl.String,
                 "kv_dtype": pl.String, "replicas": pl.Int64, "gpus_per_replica": pl.Int64,
                 "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
@@ -159,6 +160,30 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
                                     f"{baseline.name!r}: {exc}") from None
 
 
+def change_text(baseline: Deployment, s: Scenario) -> str:
+    """What the scenario changes on *this* baseline, in its own numbers ("tp 4 → 2; replicas
+    3 → 6 (12 → 12 GPUs per trace)"): the description in scenarios.csv is prose written once,
+    for one fleet, and would be wrong on another."""
+    before = {"GPU": baseline.gpu.gpu, "tp": baseline.tp, "weights": baseline.weight_dtype,
+              "KV cache": baseline.kv_dtype, "replicas": baseline.replicas,
+              "max sequences": baseline.scheduler.max_seqs}
+    after = {"GPU": s.gpu, "tp": s.tp, "weights": s.weights, "KV cache": s.kv_cache,
+             "replicas": s.replicas, "max sequences": s.max_seqs}
+    changed = [label for label, value in after.items()
+               if value is not None and value != before[label]]
+    parts = [f"{label} {before[label]} → {after[label]}" for label in changed]
+    if {"tp", "replicas"} & set(changed):
+        gpus = (s.tp or baseline.tp) * (s.replicas or baseline.replicas)
+        parts.append(f"{baseline.gpus_per_replica * baseline.replicas} → {gpus} GPUs per trace")
+    share = s.cached_share
+    if share is not None:
+        parts.append("prefix cache off" if share == 0 else
+                     f"{share:.0%} of each prompt served from the prefix cache")
+    if s.output_cap is not None:
+        parts.append(f"outputs capped at {s.output_cap:,} tokens")
+    return "; ".join(parts) or "nothing: the baseline's own settings"
+
+
 def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
     """The request log as the scenario sees it (output cap, prefix-cache hits)."""
     frame = requests
@@ -216,7 +241,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                       pl.lit(deployment.name).alias("deployment"))
             fleet = {
                 "trace": trace, "scenario": s.scenario, "description": s.description,
-                "deployment": deployment.name, "gpu": deployment.gpu.gpu, "tp": deployment.tp,
+                "change": change_text(baseline, s), "deployment": deployment.name, "gpu": deployment.gpu.gpu, "tp": deployment.tp,
                 "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
                 "replicas": deployment.replicas, "gpus_per_replica": deployment.gpus_per_replica,
                 "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
@@ -237,7 +262,7 @@ def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -
     """The scenario_fleets row of a skipped scenario: what it asked for, no replay figures."""
     return {
         "trace": trace, "scenario": s.scenario, "description": s.description,
-        "deployment": f"{baseline.name}+{s.scenario}", "gpu": s.gpu or baseline.gpu.gpu,
+        "change": change_text(baseline, s), "deployment": f"{baseline.name}+{s.scenario}", "gpu": s.gpu or baseline.gpu.gpu,
         "tp": s.tp or baseline.tp, "weight_dtype": s.weights or baseline.weight_dtype,
         "kv_dtype": s.kv_cache or baseline.kv_dtype,
         "replicas": s.replicas or baseline.replicas, "gpus_per_replica": None,

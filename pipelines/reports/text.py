@@ -22,7 +22,7 @@ STAGE_COLUMNS = {"stage": "stage", "latency_s": "latency s (sum)", "pct_latency"
                  "gpu_hours": "GPU-hours", "pct_gpu_time": "% GPU time", "spend_usd": "$",
                  "pct_spend": "% spend"}
 WHAT_IF_COLUMNS = {
-    "scenario": "scenario", "description": "what changes", "spend_usd": "busy $",
+    "scenario": "scenario", "change": "what changes", "spend_usd": "busy $",
     "delta_pct": "Δ spend %", "delta_usd_per_day": "Δ $/day", "p95_ttft_s": "p95 TTFT s",
     "delta_p95_ttft_s": "Δ p95 TTFT s", "p95_tpot_s": "p95 TPOT s", "delta_p95_tpot_s": "Δ p95 TPOT s",
     "delta_fleet_usd": "Δ fleet $",
@@ -134,7 +134,7 @@ def headline_facts(t: ReportTables) -> list[Fact]:
     best = best_scenario(t.what_if)
     if best is not None:
         facts.append(Fact(
-            f"the best lever that keeps p95 latency no worse, '{best['scenario']}' ({best['description']}), "
+            f"the best lever that keeps p95 latency no worse, '{best['scenario']}' ({best['change']}), "
             f"would save ${-best['delta_usd_per_day']:,.0f}/day of busy-GPU spend ({best['delta_pct']:+.0f}%), "
             f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s",
             f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day, delta_pct, p95_ttft_s"))

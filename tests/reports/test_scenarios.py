@@ -17,6 +17,7 @@ from pipelines.reports.scenarios import (
     Scenario,
     ScenarioError,
     ScenarioNotApplicable,
+    change_text,
     load_scenarios,
     replay_scenarios,
     scenario_deployment,
@@ -120,6 +121,23 @@ def test_fleet_shape_and_batch_limits(catalog, baseline):
                                                         replicas=6, max_seqs=32))
     assert (d.tp, d.replicas, d.gpus_per_replica, d.scheduler.max_seqs) == (2, 6, 2, 32)
     assert d.replicas * d.gpus_per_replica == baseline.replicas * baseline.gpus_per_replica
+
+
+def test_the_change_is_said_in_the_baselines_own_numbers(catalog, baseline):
+    """scenarios.csv's prose is written for the demo fleet (3 x TP4 H100); the `change` column
+    says what a scenario does to whatever fleet is replayed, here the demo's and one A100."""
+    shipped = {s.scenario: s for s in load_scenarios(reference_dir() / "scenarios.csv")}
+    on_demo = {name: change_text(baseline, s) for name, s in shipped.items()}
+    assert on_demo["tp2-fp8"] == ("tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8;"
+                                  " replicas 3 → 6; 12 → 12 GPUs per trace")
+    assert on_demo["h200"] == "GPU h100-sxm → h200-sxm"
+    assert on_demo["prefix-cache"] == "50% of each prompt served from the prefix cache"
+    assert on_demo["output-cap-256"] == "outputs capped at 256 tokens"
+    seed = catalog.deployment("seed-example")
+    assert change_text(seed, shipped["replicas-2"]) == "replicas 1 → 2; 1 → 2 GPUs per trace"
+    assert change_text(seed, shipped["h200"]) == "GPU a100-80gb-sxm → h200-sxm"
+    for unchanged in (Scenario("same", "", replicas=3), Scenario("none", "")):
+        assert change_text(baseline, unchanged) == "nothing: the baseline's own settings"
 
 
 def test_request_changes():

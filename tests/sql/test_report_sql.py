@@ -50,6 +50,7 @@ def conn():
         # ... and one skipped: it cannot apply to the baseline deployment.
         write_table(c, "scenario_fleets", pl.DataFrame({
             "trace": ["t", "t"], "scenario": ["s", "k"], "description": ["half", "fp8"],
+            "change": ["replicas 2 → 1", "weights bf16 → fp8"],
             "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
             "idle_gpu_s": [4.5, None], "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
         for step in ("deployment_prices", "request_costs", "request_shapes", "shape_spend",
