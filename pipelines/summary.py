@@ -12,6 +12,7 @@ import duckdb
 import polars as pl
 
 from pipelines import settings
+from pipelines.formats.source import trace_files
 from pipelines.reports.text import (
     SHAPE_COLUMNS,
     WHAT_IF_COLUMNS,
@@ -24,6 +25,16 @@ from pipelines.warehouse import run_sql
 
 
 def main(top: int = 10) -> int:
+    try:
+        return _print_summary(top)
+    except (KeyError, pl.exceptions.ColumnNotFoundError) as exc:
+        print(f"fleetspend: the report tables in {settings.warehouse_path()} lack {exc}: they were"
+              f" built by an older release; rebuild them with `make demo` (or the nightly job)",
+              file=sys.stderr)
+        return 1
+
+
+def _print_summary(top: int) -> int:
     path = settings.warehouse_path()
     if not path.exists():
         print(f"fleetspend: no warehouse at {path}; run `make demo` first", file=sys.stderr)
@@ -32,6 +43,7 @@ def main(top: int = 10) -> int:
         with duckdb.connect(str(path), read_only=True) as conn:
             tables = ReportTables.read(conn)
             caveats = run_sql(conn, "report_caveats").fetchall()
+            ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
     except duckdb.CatalogException:
         print(f"fleetspend: {path} has no report tables yet; run `make demo`", file=sys.stderr)
         return 1
@@ -43,6 +55,11 @@ def main(top: int = 10) -> int:
                      if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever",
                                   "cost_lever")}
     what_if_columns = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "change"}
+    missing = [f.name for f in trace_files(settings.trace_dir()) if str(f) not in ingested]
+    if missing:
+        print(f"\n== Not in the warehouse: {len(missing)} file(s) of {settings.trace_dir()} ==\n"
+              f"{', '.join(missing)}\n(a file the last run could not ingest, whose reason is on"
+              f" its every_trace_file_ingested check and in the run log, or one added since)")
     if caveats:
         print("\n== Physics caveats (docs/physics.md section 5) ==")
         print("\n".join(f"- {text}" for _, text in caveats))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+
+import duckdb
 import pytest
 
+from pipelines import summary
 from pipelines.definitions import defs
 from pipelines.reports.text import CHARTS, ReportTables, headline_facts, report_markdown
 from pipelines.warehouse import run_sql, scalar
@@ -165,3 +169,27 @@ def test_report_files(demo_run):
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000, stem
         html = (reports / f"{stem}.html").read_text()
         assert "vega" in html and "<script src=\"http" not in html  # inline: viewable offline
+
+
+def test_summary_names_trace_files_the_warehouse_lacks(demo_run, monkeypatch, capsys):
+    """`make demo` and cron end with the summary: a file of the trace folder that the run could
+    not ingest (or that arrived since) is named before the figures that leave it out."""
+    samples = summary.trace_files(summary.settings.trace_dir())
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(demo_run / "warehouse" / "fleetspend.duckdb"))
+    monkeypatch.setattr(summary, "trace_files", lambda folder: [*samples, folder / "broken.csv"])
+    assert summary.main() == 0
+    out = capsys.readouterr().out
+    assert "== Not in the warehouse: 1 file(s) of " in out and "\nbroken.csv\n" in out
+    assert out.index("Not in the warehouse") < out.index("$")
+
+
+def test_summary_of_report_tables_from_an_older_release_says_rebuild(demo_run, tmp_path,
+                                                                     monkeypatch, capsys):
+    old = tmp_path / "old.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", old)
+    with duckdb.connect(str(old)) as conn:
+        conn.execute("ALTER TABLE what_if DROP COLUMN change")
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(old))
+    assert summary.main() == 1
+    err = capsys.readouterr().err
+    assert "lack 'change': they were built by an older release; rebuild them" in err
