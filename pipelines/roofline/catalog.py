@@ -62,27 +62,76 @@ MAY_BE_EMPTY = {
     "gpus": ("fp8_tflops", "int8_tops", "fp4_tflops"),
     "models": ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"),
 }
-# The REQUIRED_COLUMNS that hold numbers (a column left entirely empty, such as the MLA ranks of
-# a catalog without MLA models, reads as text with no value and passes).
-NUMERIC_COLUMNS = {
-    "gpus": ("memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops", "fp8_tflops",
-             "int8_tops", "fp4_tflops", "interconnect_gbs"),
-    "gpu_efficiency": ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s",
-                       "layer_overhead_s", "allreduce_latency_s", "allreduce_bus_efficiency"),
-    "models": ("layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
-               "total_params_b", "active_params_b", "experts", "experts_per_token",
-               "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"),
-    "prices": ("usd_per_gpu_hour",),
-    "deployments": ("tp", "replicas", "max_seqs", "max_batched_tokens", "kv_memory_fraction",
-                    "kv_block_tokens", "net_one_way_s", "net_bytes_per_token",
-                    "net_bandwidth_bytes_per_s"),
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a number column allows: above `low` (or at it, where `low_inclusive`), at most
+    `high`, whole where `whole`; never NaN or infinite."""
+
+    low: float
+    low_inclusive: bool = False
+    high: float = math.inf
+    whole: bool = False
+
+    @property
+    def expected(self) -> str:
+        kind = "a whole number" if self.whole else "a number"
+        if math.isinf(self.high):
+            return f"{kind} {'>=' if self.low_inclusive else '>'} {self.low:g}"
+        return f"{kind} in {'[' if self.low_inclusive else '('}{self.low:g}, {self.high:g}]"
+
+    def wrong(self, values: pl.Series) -> pl.Series:
+        """True where a value is outside the range (null where it is empty)."""
+        v = values.cast(pl.Float64, strict=False)
+        below = v < self.low if self.low_inclusive else v <= self.low
+        bad = ~v.is_finite() | below | (v > self.high)
+        return bad | (v != v.floor()) if self.whole else bad
+
+    def refuses(self, value) -> bool:
+        try:
+            return bool(self.wrong(pl.Series([float(value)])).item())
+        except (TypeError, ValueError):
+            return True
+
+
+POSITIVE = Range(0)
+NON_NEGATIVE = Range(0, low_inclusive=True)
+FRACTION = Range(0, high=1)  # of a peak or of memory: (0, 1]
+COUNT = Range(1, low_inclusive=True, whole=True)
+# The number columns of each table and their ranges. Those of REQUIRED_COLUMNS must hold numbers
+# (a column left entirely empty, such as the MLA ranks of a catalog without MLA models, reads as
+# text with no value and passes); the others are optional number columns, checked where present:
+# a deployment's own efficiency factors, which override its GPU family's. An empty value (a peak
+# a GPU lacks, an MLA rank of a model without MLA) is not checked.
+NUMBER_RANGES = {
+    "gpus": dict.fromkeys(("memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
+                           "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs"), POSITIVE),
+    "gpu_efficiency": {
+        **dict.fromkeys(("compute_efficiency", "bandwidth_efficiency",
+                         "allreduce_bus_efficiency"), FRACTION),
+        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "allreduce_latency_s"),
+                        NON_NEGATIVE),
+    },
+    "models": {
+        **dict.fromkeys(("layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
+                         "experts", "experts_per_token", "q_lora_rank", "kv_lora_rank",
+                         "qk_rope_head_dim"), COUNT),
+        "total_params_b": POSITIVE, "active_params_b": POSITIVE,
+    },
+    "prices": {"usd_per_gpu_hour": POSITIVE},
+    "deployments": {
+        **dict.fromkeys(("tp", "replicas", "max_seqs", "max_batched_tokens", "kv_block_tokens"),
+                        COUNT),
+        "kv_memory_fraction": FRACTION, "compute_efficiency": FRACTION,
+        "bandwidth_efficiency": FRACTION,
+        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "net_one_way_s",
+                         "net_bytes_per_token"), NON_NEGATIVE),
+        "net_bandwidth_bytes_per_s": POSITIVE,
+    },
 }
-# Optional number columns, checked where present: a deployment's own efficiency factors, which
-# override its GPU family's.
-OPTIONAL_NUMERIC_COLUMNS = {
-    "deployments": ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s",
-                    "layer_overhead_s"),
-}
+# Number columns that may not exceed another of the same row: (column, its upper bound).
+AT_MOST = {"models": (("experts_per_token", "experts"), ("active_params_b", "total_params_b"))}
 # Columns that hold true / false.
 BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",)}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
@@ -173,18 +222,17 @@ class Catalog:
         for label, dtype in (("weights", weights), ("kv_cache", kv_cache)):
             if dtype not in DTYPE_BYTES:
                 raise CatalogError(f"{label}={dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
-        if int(tp) < 1 or int(replicas) < 1:
-            raise CatalogError(f"tp={tp}, replicas={replicas}: both must be whole numbers >= 1")
         allowed = {f.name for f in fields(Scheduler)}
         unknown = set(scheduler_options) - allowed
         if unknown:
             raise CatalogError(
                 f"unknown scheduler option(s) {sorted(unknown)}: expected {sorted(allowed)}"
             )
+        scheduler = Scheduler(**scheduler_options)
+        network = network or Network()
 
         m = _one(self.models, "model", model, "model", self.file("models"))
         g = _one(self.gpus, "gpu", gpu, "gpu", self.file("gpus"))
-        _check_tensor_parallel(m, int(tp))
         gemm_dtype = _gemm_dtype(g, weights)
         if gemm_dtype is None:
             raise CatalogError(f"gpu {gpu!r} has no {weights} tensor throughput and no weight-only"
@@ -204,19 +252,18 @@ class Catalog:
             allreduce_rounds=eff["allreduce_rounds"],
             allreduce_bus_efficiency=eff["allreduce_bus_efficiency"],
         )
-        for option in ("max_seqs", "max_batched_tokens", "kv_block_tokens"):
-            value = scheduler_options.get(option, 1)
-            if int(value) != value or value < 1:
-                raise CatalogError(f"{option}={value}: expected a whole number >= 1")
+        # the ranges deployments.csv columns are held to, for a caller that is not the file
+        values = {"tp": tp, "replicas": replicas, **asdict(scheduler), **asdict(efficiency),
+                  **{f"net_{k}": v for k, v in asdict(network).items()}}
+        for column, rule in NUMBER_RANGES["deployments"].items():
+            if rule.refuses(values[column]):
+                raise CatalogError(f"{column}={values[column]!r}: expected {rule.expected}")
         for option, (choices, meaning) in SCHEDULER_CHOICES.items():
-            value = scheduler_options.get(option, getattr(Scheduler, option))
+            value = getattr(scheduler, option)
             if value not in choices:
                 raise CatalogError(f"{option}={value!r}: expected one of {', '.join(choices)}"
                                    f" ({meaning})")
-        for label in ("compute_efficiency", "bandwidth_efficiency"):
-            value = getattr(efficiency, label)
-            if not 0.0 < value <= 1.0:
-                raise CatalogError(f"{label}={value}: expected a fraction of peak in (0, 1]")
+        _check_tensor_parallel(m, int(tp))
         provider, plan = self._price_key(gpu, price_provider, price_plan)
         deployment = Deployment(
             name=name or f"{model}@{gpu}-tp{tp}-{weights}",
@@ -228,8 +275,8 @@ class Catalog:
                         attention_peak_tflops=_attention_peak(g, kv_cache),
                         interconnect_gbs=g["interconnect_gbs"]),
             tp=int(tp), weight_dtype=weights, kv_dtype=kv_cache, replicas=int(replicas),
-            scheduler=Scheduler(**scheduler_options), efficiency=efficiency,
-            network=network or Network(), price_provider=provider, price_plan=plan,
+            scheduler=scheduler, efficiency=efficiency,
+            network=network, price_provider=provider, price_plan=plan,
             stack=stack,
         )
         if deployment.kv_capacity_tokens <= 0:
@@ -424,16 +471,25 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                     raise CatalogError(f"catalog file {file}, row {empty.row(0)[0]!r}: {column}"
                                        f" is empty: expected a value (see"
                                        f" data/reference/README.md)")
-        optional = [c for c in OPTIONAL_NUMERIC_COLUMNS.get(table, ()) if c in frame.columns]
-        for column in (*NUMERIC_COLUMNS[table], *optional):
+        for column, rule in NUMBER_RANGES[table].items():
+            if column not in frame.columns:
+                continue  # an optional column (a required one is there: checked above)
             if not frame[column].dtype.is_numeric():
                 _reject_values(frame, column, file, "a number",
                                frame[column].cast(pl.Float64, strict=False).is_null())
+                frame = frame.with_columns(pl.col(column).cast(pl.Float64, strict=False))
+            _reject_values(frame, column, file, rule.expected, rule.wrong(frame[column]))
+            if rule.whole:
+                frame = frame.with_columns(pl.col(column).cast(pl.Int64))
+        for column, bound in AT_MOST.get(table, ()):
+            _reject_values(frame, column, file, f"at most the row's {bound}",
+                           frame[column] > frame[bound])
         for column in BOOLEAN_COLUMNS.get(table, ()):
             if frame[column].dtype != pl.Boolean:
                 _reject_values(frame, column, file, "true or false",
                                ~frame[column].cast(pl.String).str.to_lowercase()
                                .is_in(["true", "false"]))
+        frames[table] = frame
     rounds = pl.col("allreduce_rounds")
     unknown = frames["gpu_efficiency"].filter(~rounds.is_in(list(ALLREDUCE_ROUNDS)))
     if unknown.height:

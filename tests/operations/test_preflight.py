@@ -44,7 +44,7 @@ def _run(warehouse, run_config=None):
 @pytest.mark.parametrize("change, expected", [
     ({"gpu": "h100-sxmm"}, "unknown gpu 'h100-sxmm'"),
     ({"model": "llama-9-70b"}, "unknown model 'llama-9-70b'"),
-    ({"replicas": "-3"}, "replicas=-3: both must be whole numbers >= 1"),
+    ({"replicas": "-3"}, "row 'azure-2023-70b-h100': replicas=-3: expected a whole number >= 1"),
     ({"price_plan": "free-forever"}, "plan 'free-forever'"),
 ])
 def test_bad_catalog_fails_before_any_step(tmp_path, monkeypatch, change, expected):
@@ -52,7 +52,7 @@ def test_bad_catalog_fails_before_any_step(tmp_path, monkeypatch, change, expect
     warehouse = tmp_path / "wh" / "fleetspend.duckdb"
     result, started, message = _run(warehouse)
     assert not result.success and started == []
-    assert f"deployment '{DEPLOYMENT}'" in message and expected in message
+    assert f"'{DEPLOYMENT}'" in message and expected in message
     assert "deployments.csv" in message
     assert not private_dir(warehouse).exists() and not warehouse.exists()
 

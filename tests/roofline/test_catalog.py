@@ -10,6 +10,7 @@ import pytest
 
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.catalog import TABLES, load_shape_buckets
+from pipelines.roofline.deployment import Network
 from pipelines.roofline.step import weight_bytes
 
 
@@ -107,9 +108,20 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
         ({"model": "llama-3.1-405b", "gpu": "l4", "tp": 1}, "llama-3.1-405b"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_memory_basis": "spare"}, "spare"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_reservation": "half"}, "half"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "tp": 4.5},
+         "tp=4.5: expected a whole number >= 1"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "replicas": 0},
+         "replicas=0: expected a whole number >= 1"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_memory_fraction": 1.5},
+         "kv_memory_fraction=1.5: expected a number in (0, 1]"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "step_overhead_s": -0.001},
+         "step_overhead_s=-0.001: expected a number >= 0"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "network": Network(one_way_s=-5)},
+         "net_one_way_s=-5: expected a number >= 0"),
     ],
     ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
-         "no-fp4-on-mi300x", "too-large", "kv-memory-basis", "kv-reservation"],
+         "no-fp4-on-mi300x", "too-large", "kv-memory-basis", "kv-reservation", "tp-fraction",
+         "replicas0", "kv-memory-fraction", "negative-overhead", "negative-latency"],
 )
 def test_build_rejects_bad_requests(catalog, kwargs, named):
     with pytest.raises(CatalogError) as info:
@@ -263,6 +275,41 @@ def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copie
     _set(copied, table, key, column, "lots")
     with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column}='lots':"
                                            r" expected a number"):
+        load_catalog(copied)
+
+
+@pytest.mark.parametrize(("table", "key", "column", "value", "expected"), [
+    ("models", "llama-3.1-70b", "kv_heads", "0", "0: expected a whole number >= 1"),
+    ("models", "llama-3.1-8b", "layers", "32.5", "32.5: expected a whole number >= 1"),
+    ("models", "deepseek-v3", "kv_lora_rank", "-512", "-512: expected a whole number >= 1"),
+    ("models", "llama-3.1-8b", "total_params_b", "0", "0.0: expected a number > 0"),
+    ("models", "mixtral-8x7b", "experts_per_token", "9", "9: expected at most the row's experts"),
+    ("models", "mixtral-8x7b", "active_params_b", "50", "50.0: expected at most the row's"
+                                                         " total_params_b"),
+    ("gpus", "h100-sxm", "hbm_bandwidth_gbs", "0", "0: expected a number > 0"),
+    ("gpus", "h100-sxm", "memory_gib", "nan", "nan: expected a number > 0"),
+    ("gpus", "h100-sxm", "fp8_tflops", "-1978.9", "-1978.9: expected a number > 0"),
+    ("gpus", "l4", "interconnect_gbs", "inf", "inf: expected a number > 0"),
+    ("gpu_efficiency", "hopper", "allreduce_bus_efficiency", "1.2",
+     r"1.2: expected a number in \(0, 1\]"),
+    ("gpu_efficiency", "ampere", "step_overhead_s", "-0.001", "-0.001: expected a number >= 0"),
+    ("prices", "a100-80gb-sxm", "usd_per_gpu_hour", "-2.7", "-2.7: expected a number > 0"),
+    ("deployments", "seed-example", "net_one_way_s", "-5", "-5.0: expected a number >= 0"),
+    ("deployments", "seed-example", "net_bandwidth_bytes_per_s", "0",
+     "0: expected a number > 0"),
+    ("deployments", "seed-example", "kv_memory_fraction", "1.5",
+     r"1.5: expected a number in \(0, 1\]"),
+    ("deployments", "seed-example", "kv_memory_fraction", "-0.5",
+     r"-0.5: expected a number in \(0, 1\]"),
+    ("deployments", "seed-example", "tp", "4.5", "4.5: expected a whole number >= 1"),
+    ("deployments", "seed-example", "kv_block_tokens", "0", "0: expected a whole number >= 1"),
+    ("deployments", "seed-example", "compute_efficiency", "0",
+     r"0: expected a number in \(0, 1\]"),
+])
+def test_catalog_number_out_of_range_names_its_file_row_and_column(copied, table, key, column,
+                                                                   value, expected):
+    _set(copied, table, key, column, value)
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column}={expected}"):
         load_catalog(copied)
 
 
