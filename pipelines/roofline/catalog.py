@@ -133,7 +133,7 @@ NUMBER_RANGES = {
 # Number columns that may not exceed another of the same row: (column, its upper bound).
 AT_MOST = {"models": (("experts_per_token", "experts"), ("active_params_b", "total_params_b"))}
 # Columns that hold true / false.
-BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",)}
+BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",), "prices": ("is_default",)}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 

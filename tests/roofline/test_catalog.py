@@ -313,10 +313,14 @@ def test_catalog_number_out_of_range_names_its_file_row_and_column(copied, table
         load_catalog(copied)
 
 
-def test_catalog_switch_that_is_not_true_or_false_is_named(copied):
-    _set(copied, "deployments", "seed-example", "chunked_prefill", "yes")
-    with pytest.raises(CatalogError, match=r"deployments.csv, row 'seed-example':"
-                                           r" chunked_prefill='yes': expected true or false"):
+@pytest.mark.parametrize(("table", "key", "column"), [
+    ("deployments", "seed-example", "chunked_prefill"),
+    ("prices", "h200-sxm", "is_default"),
+])
+def test_catalog_switch_that_is_not_true_or_false_is_named(copied, table, key, column):
+    _set(copied, table, key, column, "yes")
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}':"
+                                           rf" {column}='yes': expected true or false"):
         load_catalog(copied)
 
 
