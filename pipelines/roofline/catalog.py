@@ -314,15 +314,20 @@ class Catalog:
         return ", ".join(found)
 
     def _price_key(self, gpu: str, provider: str | None, plan: str | None) -> tuple[str, str]:
-        prices = self.prices.filter(pl.col("gpu") == gpu)
+        """(provider, plan) of the price row chosen: the GPU's default where neither is given."""
+        listed = self.prices.filter(pl.col("gpu") == gpu)
         if provider is None and plan is None:
-            prices = prices.filter(pl.col("is_default"))
+            label, which, prices = "default price", "", listed.filter(pl.col("is_default"))
         else:
-            prices = prices.filter((pl.col("provider") == provider) & (pl.col("plan") == plan))
-        if prices.height != 1:
-            raise CatalogError(
-                f"no price for gpu {gpu!r} provider {provider!r} plan {plan!r} in {self.file('prices')}"
-            )
+            label, which = "price", f" from provider {provider!r} plan {plan!r}"
+            prices = listed.filter((pl.col("provider") == provider) & (pl.col("plan") == plan))
+        if prices.height == 0:
+            have = ", ".join(f"{a} {b}" for a, b in listed.select("provider", "plan").iter_rows())
+            raise CatalogError(f"no {label} for gpu {gpu!r}{which} in {self.file('prices')};"
+                               f" its prices: {have or 'none'}")
+        if prices.height > 1:
+            raise CatalogError(f"{prices.height} {label}s for gpu {gpu!r}{which} in"
+                               f" {self.file('prices')}: expected exactly one")
         return prices["provider"][0], prices["plan"][0]
 
     def usd_per_gpu_hour(self, deployment: Deployment) -> float:
@@ -490,6 +495,12 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                                ~frame[column].cast(pl.String).str.to_lowercase()
                                .is_in(["true", "false"]))
         frames[table] = frame
+    defaults = frames["prices"].group_by("gpu", maintain_order=True).agg(pl.col("is_default").sum())
+    wrong = defaults.filter(pl.col("is_default") != 1)
+    if wrong.height:
+        gpu, count = wrong.row(0)
+        raise CatalogError(f"catalog file {directory / 'prices.csv'}, row {gpu!r}: {count} default"
+                           f" prices for {gpu}: expected exactly one row with is_default=true")
     rounds = pl.col("allreduce_rounds")
     unknown = frames["gpu_efficiency"].filter(~rounds.is_in(list(ALLREDUCE_ROUNDS)))
     if unknown.height:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -333,6 +334,25 @@ def test_catalog_value_left_empty_is_named(copied, table, key, column):
     with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column} is empty:"
                                            r" expected a value"):
         load_catalog(copied)
+
+
+@pytest.mark.parametrize(("value", "count"), [("true", 4), ("false", 0)])
+def test_each_gpu_with_prices_needs_exactly_one_default(copied, value, count):
+    _set(copied, "prices", "h200-sxm", "is_default", value)
+    with pytest.raises(CatalogError, match=rf"prices.csv, row 'h200-sxm': {count} default prices"
+                                           r" for h200-sxm: expected exactly one"):
+        load_catalog(copied)
+
+
+def test_price_lookup_tells_no_row_from_several(catalog):
+    doubled = replace(catalog, prices=pl.concat([catalog.prices, catalog.prices]))
+    with pytest.raises(CatalogError, match=r"2 default prices for gpu 'h200-sxm' in .*prices.csv:"
+                                           r" expected exactly one"):
+        doubled.build(model="llama-3.1-8b", gpu="h200-sxm")
+    with pytest.raises(CatalogError, match=r"no price for gpu 'h200-sxm' from provider 'aws' plan"
+                                           r" 'spot' in .*; its prices: coreweave on-demand, aws"):
+        catalog.build(model="llama-3.1-8b", gpu="h200-sxm", price_provider="aws",
+                      price_plan="spot")
 
 
 def test_deployment_without_its_client_path_is_named(copied):
