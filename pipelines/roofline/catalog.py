@@ -56,6 +56,9 @@ REQUIRED_COLUMNS = {
                     "kv_block_tokens", "price_provider", "price_plan", "net_one_way_s",
                     "net_bytes_per_token", "net_bandwidth_bytes_per_s", "source"),
 }
+# The columns that name a row: no two rows of a table may share them.
+KEY_COLUMNS = {"gpus": ("gpu",), "gpu_efficiency": ("family", "stack"), "models": ("model",),
+               "prices": ("gpu", "provider", "plan"), "deployments": ("deployment",)}
 # The REQUIRED_COLUMNS that may be left empty in a row: peaks a GPU does not have, MLA ranks of
 # models without MLA. Every other required value must be there.
 MAY_BE_EMPTY = {
@@ -476,6 +479,12 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                     raise CatalogError(f"catalog file {file}, row {empty.row(0)[0]!r}: {column}"
                                        f" is empty: expected a value (see"
                                        f" data/reference/README.md)")
+        keys = KEY_COLUMNS[table]
+        shared = frame.group_by(keys, maintain_order=True).len().filter(pl.col("len") > 1)
+        if shared.height:
+            *key, count = shared.row(0)
+            raise CatalogError(f"catalog file {file}, row {' / '.join(map(str, key))!r}: {count}"
+                               f" rows share this {' / '.join(keys)}: expected each once")
         for column, rule in NUMBER_RANGES[table].items():
             if column not in frame.columns:
                 continue  # an optional column (a required one is there: checked above)

@@ -355,6 +355,22 @@ def test_price_lookup_tells_no_row_from_several(catalog):
                       price_plan="spot")
 
 
+@pytest.mark.parametrize(("table", "key", "named"), [
+    ("gpus", {"gpu": "h100-sxm"}, "'h100-sxm': 2 rows share this gpu"),
+    ("models", {"model": "llama-3.1-8b"}, "'llama-3.1-8b': 2 rows share this model"),
+    ("deployments", {"deployment": "seed-example"}, "'seed-example': 2 rows share this deployment"),
+    ("gpu_efficiency", {"family": "hopper", "stack": "current"},
+     "'hopper / current': 2 rows share this family / stack"),
+    ("prices", {"gpu": "h100-sxm", "provider": "aws", "plan": "on-demand"},
+     "'h100-sxm / aws / on-demand': 2 rows share this gpu / provider / plan"),
+])
+def test_catalog_key_used_twice_is_named(copied, table, key, named):
+    frame = pl.read_csv(copied / f"{table}.csv", infer_schema_length=None)
+    pl.concat([frame, frame.filter(**key)]).write_csv(copied / f"{table}.csv")
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row {named}: expected each once"):
+        load_catalog(copied)
+
+
 def test_deployment_without_its_client_path_is_named(copied):
     pl.read_csv(copied / "deployments.csv").drop("net_one_way_s").write_csv(
         copied / "deployments.csv")
