@@ -94,6 +94,10 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
             catalog.deployment(name)
         except CatalogError as exc:
             yield f"{catalog.file('deployments')}, deployment {name!r}: {exc}"
+        except Exception as exc:  # a bug, or a combination the catalog checks miss: one line
+            yield (f"{catalog.file('deployments')}, deployment {name!r}: building it failed with"
+                   f" {type(exc).__name__}: {exc} (the catalog checks missed this; please report"
+                   f" it)")
     for setting, name in choices.deployments:
         if name not in names:
             yield (f"{setting}={name!r}: no such deployment; {catalog.file('deployments')} has "
@@ -114,7 +118,7 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
     setting, name = choices.replay or (None, None)
     try:
         baseline = catalog.deployment(name) if name in names and not named_wrong else None
-    except CatalogError:
+    except Exception:
         baseline = None  # reported above
     if baseline is None:
         return

@@ -104,6 +104,26 @@ def test_command_prints_the_message_without_a_traceback(tmp_path):
     assert good.returncode == 0 and "configuration ok" in good.stdout
 
 
+def test_deployment_that_fails_to_build_otherwise_is_one_line(tmp_path, monkeypatch, capsys):
+    """A bug, or a combination the catalog checks miss, is named with its deployment and the
+    exception's type rather than a traceback."""
+    from pipelines.roofline import catalog
+
+    checked = catalog._check_tensor_parallel
+
+    def broken(model_row, tp):
+        if model_row["model"] == "llama-3.1-70b":
+            raise ZeroDivisionError("division by zero")
+        checked(model_row, tp)
+
+    monkeypatch.setattr(catalog, "_check_tensor_parallel", broken)
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and out == "" and "Traceback" not in err
+    lines = [line for line in err.splitlines() if DEPLOYMENT in line]
+    assert len(lines) == 1 and "deployments.csv" in lines[0]
+    assert f"deployment '{DEPLOYMENT}': building it failed with ZeroDivisionError" in lines[0]
+
+
 def _scenarios(tmp_path, monkeypatch, row: str) -> None:
     folder = _reference(tmp_path)
     with open(f"{folder}/scenarios.csv", "a") as handle:
