@@ -499,10 +499,10 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
             _reject_values(frame, column, file, f"at most the row's {bound}",
                            frame[column] > frame[bound])
         for column in BOOLEAN_COLUMNS.get(table, ()):
-            if frame[column].dtype != pl.Boolean:
-                _reject_values(frame, column, file, "true or false",
-                               ~frame[column].cast(pl.String).str.to_lowercase()
-                               .is_in(["true", "false"]))
+            if frame[column].dtype != pl.Boolean:  # e.g. TRUE: read as text, meant as a switch
+                text = frame[column].cast(pl.String).str.to_lowercase()
+                _reject_values(frame, column, file, "true or false", ~text.is_in(["true", "false"]))
+                frame = frame.with_columns(text.eq("true").alias(column))
         frames[table] = frame
     defaults = frames["prices"].group_by("gpu", maintain_order=True).agg(pl.col("is_default").sum())
     wrong = defaults.filter(pl.col("is_default") != 1)

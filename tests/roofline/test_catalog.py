@@ -325,6 +325,17 @@ def test_catalog_switch_that_is_not_true_or_false_is_named(copied, table, key, c
         load_catalog(copied)
 
 
+def test_a_switch_in_capitals_is_read_as_the_switch(copied):
+    """TRUE / False are read as text by the CSV reader; they are still the switches they say."""
+    _set(copied, "deployments", "seed-example", "chunked_prefill", "FALSE")
+    prices = copied / "prices.csv"
+    prices.write_text(prices.read_text().replace(",true,", ",True,"))
+    catalog = load_catalog(copied)
+    assert catalog.deployments.schema["chunked_prefill"] == pl.Boolean
+    assert catalog.deployment("seed-example").scheduler.chunked_prefill is False
+    assert catalog.build(model="llama-3.1-8b", gpu="h200-sxm").price_provider == "coreweave"
+
+
 @pytest.mark.parametrize(("table", "key", "column"), [
     ("deployments", "seed-example", "max_seqs"),
     ("prices", "a100-80gb-sxm", "source"),
