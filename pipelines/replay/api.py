@@ -131,10 +131,14 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     # A sequence holds prompt + output - 1 tokens at most: the last token's KV is never written.
     too_long = frame.filter(pl.col("prompt_tokens") + pl.col("output_tokens") - 1 > capacity)
     if too_long.height:
+        first = too_long.row(0, named=True)
+        which = f"request {first['request_id']} " if first.get("request_id") else ""
         raise ReplayError(
             f"{too_long.height} request(s) need more KV cache than one replica of "
-            f"{deployment.name!r} holds ({capacity} tokens), e.g. "
-            f"{too_long['prompt_tokens'][0]}+{too_long['output_tokens'][0]} tokens"
+            f"{deployment.name!r} holds ({capacity} tokens), e.g. {which}with "
+            f"{first['prompt_tokens']}+{first['output_tokens']} tokens; replay on a deployment"
+            f" with more KV memory (more GPUs per replica, fp8 KV cache) or leave such requests"
+            f" out of the log"
         )
     return frame
 

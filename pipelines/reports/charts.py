@@ -35,7 +35,9 @@ def pareto_chart(shape_spend: pl.DataFrame, top: int = 15) -> alt.LayerChart:
     bar = alt.Chart(bars).mark_bar().encode(
         x=x,
         y=alt.Y("sum(pct_of_fleet):Q", title="% of attributed GPU spend"),
-        color=alt.Color("stage:N", title="GPU time in", scale=STAGE_COLORS),
+        color=alt.Color("stage:N", title="spend in",
+                        scale=alt.Scale(domain=["prefill", "decode"],
+                                        range=STAGE_COLORS.range[1:3])),
         order=alt.Order("stage:N", sort="descending"),
         tooltip=["shape", "stage", alt.Tooltip("pct_of_fleet:Q", format=".1f"),
                  alt.Tooltip("dominant_stage:N", title="dominant latency stage")],
@@ -44,9 +46,11 @@ def pareto_chart(shape_spend: pl.DataFrame, top: int = 15) -> alt.LayerChart:
         x=x, y=alt.Y("cum_pct_spend:Q", title="cumulative %", scale=alt.Scale(domain=[0, 100])),
         tooltip=["shape", alt.Tooltip("cum_pct_spend:Q", format=".1f", title="cumulative %")],
     )
+    shown = (f"all {ranked.height} shapes" if ranked.height == shape_spend.height
+             else f"top {ranked.height} of {shape_spend.height} shapes")
     return (alt.layer(bar, line).resolve_scale(y="independent")
-            .properties(title="Pareto: spend by request shape (bars) and cumulative share (line)",
-                        width=620, height=300))
+            .properties(title=f"Pareto: spend by request shape ({shown}; bars) and cumulative"
+                              f" share (line)", width=620, height=300))
 
 
 def heatmap_chart(shape_spend: pl.DataFrame) -> alt.LayerChart:
@@ -90,9 +94,12 @@ def stage_share_chart(stage_breakdown: pl.DataFrame, top: int = 12) -> alt.HConc
             tooltip=["shape", "stage", alt.Tooltip("pct:Q", format=".1f")],
         ).properties(width=300, height=alt.Step(18))
 
+    shapes = stage_breakdown.filter(pl.col("rank") > 0)["shape"].n_unique()
+    listed = len(order) - 1  # 'all' is rank 0
+    which = f"all {shapes} shapes" if listed == shapes else f"top {listed} of {shapes} shapes"
     return alt.hconcat(panel("pct_latency", "% of latency", True),
                        panel("pct_gpu_time", "% of GPU time", False)).properties(
-        title="Where each shape's latency and GPU time go (shapes by spend rank; 'all' first)")
+        title=f"Where each shape's latency and GPU time go ({which} by spend rank; 'all' first)")
 
 
 def timeline_chart(timeline: pl.DataFrame, max_points: int = 600) -> alt.VConcatChart:
