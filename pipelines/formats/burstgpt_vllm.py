@@ -37,15 +37,16 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_
     entries = json_records(plain, shown, EXPECTED, NEEDED, "one JSON object of same-shaped entries",
                            lambda frame: frame.unpivot(variable_name="key").unnest("value"))
     number = {name: pl.col(name).cast(pl.Float64, strict=False) for name in NEEDED}
+    text = {name: pl.col(name).cast(pl.String).fill_null("missing") for name in NEEDED}
     parsed = entries.select(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
         raw=pl.struct(pl.all().exclude("key")).struct.json_encode(),
         arrival=number["record_time"] - number["total_chunk_time"],
-        arrival_text=pl.format("{} - {}", pl.col("record_time"), pl.col("total_chunk_time")),
+        arrival_text=pl.format("{} - {}", text["record_time"], text["total_chunk_time"]),
         prompt_tokens=pl.col("in_len").cast(pl.Int64, strict=False),
-        prompt_text=pl.col("in_len").cast(pl.String),
+        prompt_text=text["in_len"],
         output_tokens=(number["out_len"] / out_len_per_token).round().cast(pl.Int64, strict=False),
-        output_text=pl.col("out_len").cast(pl.String),
+        output_text=text["out_len"],
         observed_ttft_s=number["first_chunk_time"],
         observed_e2e_s=number["total_chunk_time"],
     ).lazy()

@@ -4,7 +4,8 @@ arrival order, and the two passes that keep a 27-million-row file within a few G
 A reader hands in a LazyFrame (usually a scan of the file) with one row per data line: `line`,
 `raw`, `bad` (a format-specific reason or null), `arrival` (UTC datetime for absolute clocks,
 float seconds for relative ones) with `arrival_text`, `prompt_tokens`/`output_tokens` (Int64,
-null when not a whole number) with their `*_text`, and optionally `cached_tokens` (+
+null when not a whole number) with their `*_text` ("missing" when the field is absent or null:
+reasons quote them), and optionally `cached_tokens` (+
 `cached_text`), `prefix_hashes`, `model`, `tenant`, `observed_ttft_s`, `observed_e2e_s`,
 `failed` (the log marks the request failed), `failure` (what the log says) and `ran` (it has
 real latencies). Labels name the fields as the file does ("ContextTokens is -3").
@@ -35,6 +36,11 @@ from pipelines.formats.common import (
     IngestResult,
     Policies,
 )
+
+
+# The reason of a row that fails a check whose message quotes a field the row lacks (a reader
+# that forgot to fill a null text): the row must still be rejected with a reason, never dropped.
+UNQUOTABLE = "fails a check, and a field its reason would quote is missing or null (see the raw text)"
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,8 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
     suspects = typed.filter(~pl.col("ok") | repeated_hash).select("line", "raw_hash", "ok")
 
     # Pass 2: the text of the suspect lines only: reasons, raw text and exact duplicates.
-    reason = pl.coalesce([pl.when(condition.fill_null(False)).then(message) for condition, message in checks])
+    reason = pl.coalesce([pl.when(condition.fill_null(False)).then(pl.coalesce(message, pl.lit(UNQUOTABLE)))
+                          for condition, message in checks])
     texts = (frame.filter(pl.col("line").is_in(suspects["line"].implode()))
              .select("line", "raw", reason=reason)
              .collect(engine="streaming").sort("line") if suspects.height

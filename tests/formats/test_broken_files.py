@@ -5,6 +5,7 @@ names the file."""
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import polars as pl
@@ -12,6 +13,8 @@ import pytest
 import zstandard
 
 from pipelines.formats import TraceFormatError, read_trace
+from pipelines.formats.common import Policies
+from pipelines.formats.rows import UNQUOTABLE, Labels, finish
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 
@@ -229,3 +232,47 @@ def test_unknown_options_and_policies_are_refused(tmp_path):
         read_trace(path, duplicates="drop")
     with pytest.raises(ValueError, match="format='nope'"):
         read_trace(path, format="nope")
+
+
+# ---- whole-JSON formats: a missing or null field is a rejected row, never a lost one ----------------
+
+LLMPERF_ROW = {"number_input_tokens": 5, "number_output_tokens": 2, "end_to_end_latency_s": 1.0, "ttft_s": 0.1}
+VLLM_ROW = {"event_id": 0, "in_len": 5, "out_len": 13, "first_chunk_time": 0.1, "total_chunk_time": 1.0,
+            "record_time": 10.0}
+
+
+def llmperf(tmp_path: Path, rows: list[dict], **options):
+    return read_trace(write(tmp_path / "llmperf.json", json.dumps(rows)), **options)
+
+
+def vllm(tmp_path: Path, rows: list[dict], **options):
+    entries = {str(i): {**row, "event_id": i} for i, row in enumerate(rows)}
+    return read_trace(write(tmp_path / "detail_log.json", json.dumps(entries)),
+                      **{"out_len_per_token": 6.5, **options})
+
+
+@pytest.mark.parametrize(("reader", "bad_row", "reason"), [
+    (llmperf, {k: v for k, v in LLMPERF_ROW.items() if k != "number_output_tokens"},
+     "number_output_tokens is not a whole number in range: 'missing'"),
+    (llmperf, {**LLMPERF_ROW, "number_input_tokens": None}, "number_input_tokens is not a whole number in range: 'missing'"),
+    (vllm, {**VLLM_ROW, "in_len": None}, "in_len is not a whole number in range: 'missing'"),
+    (vllm, {**VLLM_ROW, "out_len": None}, "out_len / out_len_per_token is not a whole number in range: 'missing'"),
+    (vllm, {**VLLM_ROW, "record_time": None},
+     "record_time - total_chunk_time is not a number of seconds: 'missing - 1.0'"),
+], ids=["llmperf-absent", "llmperf-null", "vllm-in_len", "vllm-out_len", "vllm-record_time"])
+def test_missing_or_null_field_is_rejected_with_a_reason(tmp_path, reader, bad_row, reason):
+    base = LLMPERF_ROW if reader is llmperf else VLLM_ROW
+    result = reader(tmp_path, [base, bad_row])
+    assert (result.rows_read, result.requests.height) == (2, 1)
+    assert result.rejected.select("line", "reason").rows() == [(2, reason)]
+
+
+def test_a_reason_that_cannot_be_written_still_rejects_the_row(tmp_path):
+    """A reader that leaves a quoted text null must not lose the row: it gets a generic reason."""
+    frame = pl.LazyFrame({"line": [1, 2], "raw": ["a", "b"], "arrival": [0.0, 1.0], "arrival_text": ["0", "1"],
+                          "prompt_tokens": [5, None], "prompt_text": ["5", None],
+                          "output_tokens": [1, 1], "output_text": ["1", "1"]})
+    result = finish(frame, path=tmp_path / "t.csv", fmt="csv", sha256="0" * 64,
+                    labels=Labels("t", "p", "o", clock="a number of seconds"), policies=Policies())
+    assert result.requests.height == 1
+    assert result.rejected.select("line", "reason").rows() == [(2, UNQUOTABLE)]
