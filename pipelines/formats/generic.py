@@ -10,7 +10,8 @@
 time_unit is the arrival column's unit, never guessed: "s", "ms", "us", "ns" for a relative
 clock (give start_time= for wall-clock arrivals), "unix_s" / "unix_ms" for Unix epoch numbers,
 or "datetime" for date-time text (ISO-8601; no zone = UTC). JSONL mappings may use dotted paths
-("usage.prompt_tokens"). CSV lines are split on commas without quoting (csvlog.py); a Parquet
+("usage.prompt_tokens"); one column may feed two targets (observed_ttft_s and observed_e2e_s
+both "latency" when the log only has one). CSV lines are split on commas without quoting (csvlog.py); a Parquet
 row's `line` is its 1-based row number and its `raw` text the row as JSON.
 """
 
@@ -76,7 +77,10 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
         missing = sorted({c.lower() for c in columns.values()} - set(header))
         if missing:
             raise TraceFormatError(f"{shown}: no column(s) {missing} in header {','.join(header)!r}; expected {expected}")
-        frame = split_fields(rows, header, {src.lower(): TEXT[key] for key, src in columns.items()})
+        # One text per source column, then one copy per target: a column may feed two targets.
+        sources = {src.lower() for src in columns.values()}
+        frame = split_fields(rows, header, {src: f"source:{src}" for src in sources}).with_columns(
+            **{TEXT[key]: pl.col(f"source:{src.lower()}") for key, src in columns.items()})
     elif fmt == "jsonl":
         frame = object_rows(plain, shown, expected).with_columns(
             **{TEXT[key]: pl.col("raw").str.json_path_match(f"$.{src}") for key, src in columns.items()})

@@ -276,3 +276,15 @@ def test_a_reason_that_cannot_be_written_still_rejects_the_row(tmp_path):
                     labels=Labels("t", "p", "o", clock="a number of seconds"), policies=Policies())
     assert result.requests.height == 1
     assert result.rejected.select("line", "reason").rows() == [(2, UNQUOTABLE)]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_generic_mapping_may_map_one_column_to_two_targets(tmp_path, fmt):
+    frame = pl.DataFrame({"ts": [0, 1], "n": [5, 6], "lat": [1.0, 2.0]})
+    path = tmp_path / f"log.{fmt}"
+    {"csv": frame.write_csv, "jsonl": frame.write_ndjson, "parquet": frame.write_parquet}[fmt](path)
+    result = read_trace(path, format=fmt, time_unit="s",
+                        columns={"arrival": "ts", "prompt_tokens": "n", "output_tokens": "n",
+                                 "observed_ttft_s": "lat", "observed_e2e_s": "lat"})
+    assert result.requests.select("prompt_tokens", "output_tokens", "observed_ttft_s", "observed_e2e_s").rows() == [
+        (5, 5, 1.0, 1.0), (6, 6, 2.0, 2.0)]
