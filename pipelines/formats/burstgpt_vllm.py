@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies
+from pipelines.formats.common import IngestResult, Policies, is_positive_number
 from pipelines.formats.jsonlog import json_records
 from pipelines.formats.rows import Labels, finish
 
@@ -31,8 +31,9 @@ NEEDED = ("in_len", "out_len", "first_chunk_time", "total_chunk_time", "record_t
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_token: float | None = None,
          start_time=None) -> IngestResult:
-    if not isinstance(out_len_per_token, (int, float)) or not out_len_per_token > 0:
-        raise ValueError(f"{shown}: format {FORMAT!r} needs out_len_per_token= (a number > 0): its out_len "
+    if not is_positive_number(out_len_per_token):
+        raise ValueError(f"{shown}: format {FORMAT!r} needs out_len_per_token= (a finite number > 0, got "
+                         f"{out_len_per_token!r}): its out_len "
                          f"is not a token count, and the unit is never guessed")
     entries = json_records(plain, shown, EXPECTED, NEEDED, "one JSON object of same-shaped entries",
                            lambda frame: frame.unpivot(variable_name="key").unnest("value"))

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -126,6 +128,18 @@ class IngestResult:
             **{name: self.counts.get(name, 0) for name in COUNTS},
             "prefix_block_tokens": self.prefix_block_tokens,
         }
+
+
+def is_count(value) -> bool:
+    """A format option that counts something (clients, tokens): an integer >= 1. A bool is not
+    one, though Python says True == 1: a sidecar's `true` is a mistake, not a count."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
+def is_positive_number(value) -> bool:
+    """A format option that scales something: a finite number > 0 (not a bool, not NaN or inf)."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+            and value > 0)
 
 
 def sha256_of(path: Path) -> str:

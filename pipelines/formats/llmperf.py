@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies
+from pipelines.formats.common import IngestResult, Policies, is_count
 from pipelines.formats.jsonlog import json_records
 from pipelines.formats.rows import Labels, finish
 
@@ -33,7 +33,7 @@ NEEDED = ("number_input_tokens", "number_output_tokens", "end_to_end_latency_s")
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency: int = 1,
          start_time=None) -> IngestResult:
-    if not isinstance(concurrency, int) or concurrency < 1:
+    if not is_count(concurrency):
         raise ValueError(f"{shown}: concurrency={concurrency!r}: expected a whole number of clients >= 1")
     frame = json_records(plain, shown, EXPECTED, NEEDED, "a JSON array of objects")
     optional = {"ttft_s": pl.Float64, "error_code": pl.Int64, "error_msg": pl.String}

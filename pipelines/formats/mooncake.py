@@ -2,7 +2,8 @@
 
 `timestamp` is relative **milliseconds** (integer); `hash_ids` are remapped prefix-cache block
 hashes, `block_tokens` (default 512, Mooncake's block size) tokens per block. The hashes go to
-`prefix_hashes` and the block size to `trace_files.prefix_block_tokens`. Other releases use the
+`prefix_hashes` and the block size to `trace_files.prefix_block_tokens`; it must be a multiple of
+the replay's 16-token KV block (KV_BLOCK_TOKENS), checked here. Other releases use the
 same field names with other units (Bailian: float seconds, 16-token blocks): pass
 `time_unit="s"` and `block_tokens=16` for those; units are never guessed from names.
 """
@@ -13,18 +14,27 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies
+from pipelines.formats.common import IngestResult, Policies, is_count
 from pipelines.formats.jsonlog import number, object_rows, text
 from pipelines.formats.rows import Labels, finish
 from pipelines.formats.units import per_second
 
 FORMAT = "mooncake"
 INTEGER_LIST = r"^\[\s*(-?\d{1,18}\s*(,\s*-?\d{1,18}\s*)*)?\]$"
+# The KV block size of every deployment in data/reference/deployments.csv (kv_block_tokens, vLLM's
+# default). The replay's prefix cache matches whole KV blocks, so it refuses a hash that covers
+# anything but a multiple of the block size (replay/api.py, hash_tokens): check it at ingest,
+# where the message can name the file and the option.
+KV_BLOCK_TOKENS = 16
 EXPECTED = 'a Mooncake JSONL trace (objects with "timestamp", "input_length", "output_length", "hash_ids")'
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=None,
          time_unit: str = "ms", block_tokens: int = 512) -> IngestResult:
+    if not is_count(block_tokens) or block_tokens % KV_BLOCK_TOKENS:
+        raise ValueError(f"{shown}: block_tokens={block_tokens!r}: expected the tokens per hash_ids block, a positive "
+                         f"whole multiple of {KV_BLOCK_TOKENS} (Mooncake: 512): the replay's prefix cache matches "
+                         f"whole KV blocks of {KV_BLOCK_TOKENS} tokens, so a hash must cover whole blocks")
     rows = object_rows(plain, shown, EXPECTED)
     hashes = pl.col("raw").str.json_path_match("$.hash_ids")
     parsed = rows.with_columns(
@@ -38,4 +48,4 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
     )
     labels = Labels("timestamp", "input_length", "output_length", clock=f"a number of {time_unit}")
     return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=labels, policies=policies,
-                  start_time=start_time, prefix_block_tokens=block_tokens)
+                  start_time=start_time, prefix_block_tokens=int(block_tokens))

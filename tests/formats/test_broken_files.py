@@ -288,3 +288,33 @@ def test_generic_mapping_may_map_one_column_to_two_targets(tmp_path, fmt):
                                  "observed_ttft_s": "lat", "observed_e2e_s": "lat"})
     assert result.requests.select("prompt_tokens", "output_tokens", "observed_ttft_s", "observed_e2e_s").rows() == [
         (5, 5, 1.0, 1.0), (6, 6, 2.0, 2.0)]
+
+
+MOONCAKE_LINE = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n'
+
+
+@pytest.mark.parametrize(("name", "body", "option", "value", "message"), [
+    *[("m.jsonl", MOONCAKE_LINE, "block_tokens", value, "a positive whole multiple of 16")
+      for value in ("abc", 100, -512, 0, True, 512.0)],
+    ("l.json", json.dumps([LLMPERF_ROW]), "concurrency", True, "a whole number of clients >= 1"),
+    ("l.json", json.dumps([LLMPERF_ROW]), "concurrency", 2.5, "a whole number of clients >= 1"),
+    *[("v.json", json.dumps({"0": VLLM_ROW}), "out_len_per_token", value, "a finite number > 0")
+      for value in (True, float("inf"), float("nan"), "6.5", -1)],
+])
+def test_bad_format_options_are_one_message_naming_file_and_option(tmp_path, name, body, option, value, message):
+    path = write(tmp_path / name, body)
+    with pytest.raises(ValueError) as info:
+        read_trace(path, **{option: value})
+    text = str(info.value)
+    assert text.startswith(f"{path}: ") and option in text and message in text and repr(value) in text
+
+
+def test_block_tokens_from_a_sidecar_is_checked(tmp_path):
+    from pipelines.formats.sidecar import file_options
+
+    log = write(tmp_path / "m.jsonl", MOONCAKE_LINE)
+    write(tmp_path / "m.jsonl.fleetspend.json", '{"block_tokens": "abc"}')
+    with pytest.raises(ValueError, match=r"m\.jsonl: block_tokens='abc': expected .* multiple of 16"):
+        read_trace(log, **file_options(log))
+    write(tmp_path / "m.jsonl.fleetspend.json", '{"block_tokens": 16}')
+    assert read_trace(log, **file_options(log)).prefix_block_tokens == 16
