@@ -39,6 +39,16 @@ def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
     return pl.col("raw").str.json_path_match(f"$.{path}").cast(dtype, strict=False)
 
 
+def whole_number(column: str) -> pl.Expr:
+    """A count from a whole JSON document as Int64; null when it is not a whole number in range.
+    pl.read_json types a column Int64, Float64 (one 100.7 makes 5 read as 5.0) or String (mixed
+    types, where 100.0 may read "100.0"): 100.7 must be rejected, never truncated to 100 as a
+    plain cast would. The exact cast comes first, so a large integer keeps every digit."""
+    value = pl.col(column).cast(pl.Float64, strict=False)
+    return pl.when(value == value.floor()).then(
+        pl.coalesce(pl.col(column).cast(pl.Int64, strict=False), value.cast(pl.Int64, strict=False)))
+
+
 def json_records(plain: Path, shown: Path, expected: str, needed: tuple[str, ...], shape: str,
                  records=lambda frame: frame) -> pl.DataFrame:
     """A whole JSON document as one row per record (`records` turns what pl.read_json gives

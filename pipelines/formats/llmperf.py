@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import IngestResult, Policies, is_count
-from pipelines.formats.jsonlog import json_records
+from pipelines.formats.jsonlog import json_records, whole_number
 from pipelines.formats.rows import Labels, finish
 
 FORMAT = "llmperf"
@@ -46,9 +46,9 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
         raw=pl.struct(pl.all()).struct.json_encode(),
         arrival=(e2e.fill_null(0.0).cum_sum() - e2e.fill_null(0.0)).over(client),
         arrival_text=pl.col("end_to_end_latency_s").cast(pl.String).fill_null("missing"),
-        prompt_tokens=pl.col("number_input_tokens").cast(pl.Int64, strict=False),
+        prompt_tokens=whole_number("number_input_tokens"),
         prompt_text=pl.col("number_input_tokens").cast(pl.String).fill_null("missing"),
-        output_tokens=pl.col("number_output_tokens").cast(pl.Int64, strict=False),
+        output_tokens=whole_number("number_output_tokens"),
         output_text=pl.col("number_output_tokens").cast(pl.String).fill_null("missing"),
         observed_ttft_s=pl.col("ttft_s").cast(pl.Float64, strict=False),
         observed_e2e_s=e2e,

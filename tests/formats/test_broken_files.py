@@ -318,3 +318,16 @@ def test_block_tokens_from_a_sidecar_is_checked(tmp_path):
         read_trace(log, **file_options(log))
     write(tmp_path / "m.jsonl.fleetspend.json", '{"block_tokens": 16}')
     assert read_trace(log, **file_options(log)).prefix_block_tokens == 16
+
+
+@pytest.mark.parametrize(("reader", "field", "label"), [
+    (llmperf, "number_input_tokens", "number_input_tokens"),
+    (llmperf, "number_output_tokens", "number_output_tokens"),
+    (vllm, "in_len", "in_len"),
+    (vllm, "out_len", "out_len / out_len_per_token"),
+])
+def test_decimal_token_counts_are_rejected_not_truncated(tmp_path, reader, field, label):
+    base = LLMPERF_ROW if reader is llmperf else VLLM_ROW
+    result = reader(tmp_path, [base, {**base, field: 100.7}, {**base, field: 100.0}, {**base, field: "12"}])
+    assert result.rejected.select("line", "reason").rows() == [(2, f"{label} is not a whole number in range: '100.7'")]
+    assert result.requests.height == 3
