@@ -8,6 +8,14 @@ client's previous request ended (the sum of its earlier end-to-end latencies). P
 `concurrency=` as the run's `--num-concurrent-requests` (default 1: one request at a time).
 A row is element number `line` of the array (1-based); `raw` is the element as JSON.
 
+Arrivals are only as good as the latencies they add up. A client's clock stops at its first
+element whose end_to_end_latency_s is missing, not a number, negative, non-finite or beyond a
+day (MAX_SANE_LATENCY_S): that element is rejected for its latency, and every later element of
+the same client is rejected with a reason naming it, since when they were sent is not in the log
+(skipping the gap would move them earlier by an unknown time, adding a wild value would move
+them by that). Elements rejected for anything else (tokens, failures) did take their latency,
+so they still advance their client's clock.
+
 Failed requests are rows with an `error_code`: rate-limited ones (429, -1) have all latencies 0
 and never ran (always rejected); Bedrock's -100 "Output too few tokens" ran with real latencies
 and follows the `failed` policy. ttft_s / end_to_end_latency_s -> observed_ttft_s / observed_e2e_s.
@@ -19,7 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, is_count
+from pipelines.formats.common import MAX_SANE_LATENCY_S, IngestResult, Policies, is_count
 from pipelines.formats.jsonlog import json_records, whole_number
 from pipelines.formats.rows import Labels, finish
 
@@ -27,8 +35,10 @@ FORMAT = "llmperf"
 EXPECTED = ("an LLMPerf per-request JSON array (objects with number_input_tokens, "
             "number_output_tokens, end_to_end_latency_s)")
 LABELS = Labels("end_to_end_latency_s", "number_input_tokens", "number_output_tokens",
-                clock="a latency to rebuild the arrival from")
+                clock=f"a latency in seconds (0 to {int(MAX_SANE_LATENCY_S)}) to rebuild arrivals from")
 NEEDED = ("number_input_tokens", "number_output_tokens", "end_to_end_latency_s")
+STOPPED = ("arrival unknown: element {} before it on the same client has no usable end_to_end_latency_s, "
+           "and the closed-loop clock stops there")
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency: int = 1,
@@ -40,11 +50,10 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
     frame = frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in optional.items()
                                if name not in frame.columns)
     e2e = pl.col("end_to_end_latency_s").cast(pl.Float64, strict=False)
-    client = pl.int_range(pl.len()) % concurrency
     parsed = frame.select(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
         raw=pl.struct(pl.all()).struct.json_encode(),
-        arrival=(e2e.fill_null(0.0).cum_sum() - e2e.fill_null(0.0)).over(client),
+        client=pl.int_range(pl.len()) % concurrency,
         arrival_text=pl.col("end_to_end_latency_s").cast(pl.String).fill_null("missing"),
         prompt_tokens=whole_number("number_input_tokens"),
         prompt_text=pl.col("number_input_tokens").cast(pl.String).fill_null("missing"),
@@ -57,6 +66,18 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
         failure=pl.concat_str(pl.lit("error_code "), pl.col("error_code").cast(pl.String),
                               pl.lit(": ") + pl.col("error_msg").cast(pl.String).str.slice(0, 80),
                               ignore_nulls=True),
-    ).lazy()
-    return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS, policies=policies,
-                  start_time=start_time)
+    )
+    return finish(_closed_loop(parsed).lazy(), path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS,
+                  policies=policies, start_time=start_time)
+
+
+def _closed_loop(parsed: pl.DataFrame) -> pl.DataFrame:
+    """`arrival` = the end of the client's previous request, while its clock runs; `bad` for the
+    elements after the client's clock stopped (module docstring)."""
+    e2e, line = pl.col("observed_e2e_s"), pl.col("line")
+    usable = (e2e.is_finite() & (e2e >= 0) & (e2e <= MAX_SANE_LATENCY_S)).fill_null(False)
+    stop = pl.col("stop")   # the client's first element with an unusable latency (null: none)
+    return parsed.with_columns(stop=pl.when(~usable).then(line).min().over("client")).with_columns(
+        arrival=pl.when(stop.is_null() | (line < stop)).then((e2e.cum_sum() - e2e).over("client")),
+        bad=pl.when(line > stop).then(pl.format(STOPPED, stop)),
+    ).drop("client", "stop")

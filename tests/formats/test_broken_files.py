@@ -331,3 +331,29 @@ def test_decimal_token_counts_are_rejected_not_truncated(tmp_path, reader, field
     result = reader(tmp_path, [base, {**base, field: 100.7}, {**base, field: 100.0}, {**base, field: "12"}])
     assert result.rejected.select("line", "reason").rows() == [(2, f"{label} is not a whole number in range: '100.7'")]
     assert result.requests.height == 3
+
+
+STOPPED = ("arrival unknown: element 3 before it on the same client has no usable end_to_end_latency_s, "
+           "and the closed-loop clock stops there")
+
+
+@pytest.mark.parametrize("latency", [1e12, -5.0, None, "abc"])
+def test_llmperf_unusable_latency_stops_its_client_clock_only(tmp_path, latency):
+    """Two clients: elements 1, 3, 5 on one, 2, 4, 6 on the other; element 3's latency is broken."""
+    rows = [{**LLMPERF_ROW, "end_to_end_latency_s": float(i)} for i in range(1, 7)]
+    rows[2]["end_to_end_latency_s"] = latency
+    result = llmperf(tmp_path, rows, concurrency=2)
+    assert result.rejected.sort("line").select("line", "reason").rows() == [
+        (3, f"end_to_end_latency_s is not a latency in seconds (0 to 86400) to rebuild arrivals from: "
+            f"'{'missing' if latency is None else latency}'"),
+        (5, STOPPED)]
+    r = result.requests.sort("request_id")
+    assert r["request_id"].to_list() == ["llmperf:1", "llmperf:2", "llmperf:4", "llmperf:6"]
+    assert r["arrival_s"].to_list() == [0.0, 0.0, 2.0, 6.0]   # the other client's clock is untouched
+
+
+def test_llmperf_rows_rejected_for_their_tokens_still_advance_the_clock(tmp_path):
+    rows = [LLMPERF_ROW, {**LLMPERF_ROW, "number_input_tokens": 0, "end_to_end_latency_s": 3.0}, LLMPERF_ROW]
+    result = llmperf(tmp_path, rows)
+    assert result.rejected["line"].to_list() == [2]
+    assert result.requests["arrival_s"].to_list() == [0.0, 4.0]
