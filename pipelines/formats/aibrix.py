@@ -14,12 +14,13 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import IngestResult, Policies
-from pipelines.formats.jsonlog import number, object_rows, text
+from pipelines.formats.jsonlog import number, object_rows, text, value
 from pipelines.formats.rows import Labels, finish
 
 FORMAT = "aibrix"
 EXPECTED = 'an AIBrix client JSONL log (objects with "prompt_tokens", "output_tokens", "latency", "start_time")'
-LABELS = Labels("start_time", "prompt_tokens", "output_tokens", clock="a number of seconds")
+LABELS = Labels("start_time", "prompt_tokens", "output_tokens", clock="a number of seconds",
+                ttft="ttft", e2e="latency")
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=None) -> IngestResult:
@@ -28,7 +29,8 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
         arrival=number("start_time"), arrival_text=text("start_time"),
         prompt_tokens=number("prompt_tokens", pl.Int64), prompt_text=text("prompt_tokens"),
         output_tokens=number("output_tokens", pl.Int64), output_text=text("output_tokens"),
-        observed_e2e_s=number("latency"), observed_ttft_s=number("ttft"),
+        observed_e2e_s=number("latency"), e2e_text=value("latency"),
+        observed_ttft_s=number("ttft"), ttft_text=value("ttft"),
     )
     return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS, policies=policies,
                   start_time=start_time)

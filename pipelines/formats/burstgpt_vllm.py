@@ -25,8 +25,9 @@ FORMAT = "burstgpt-vllm"
 EXPECTED = ('a BurstGPT vLLM replay detail log (a JSON object of {"event_id", "in_len", "out_len", '
             '"first_chunk_time", "total_chunk_time", "record_time"} entries)')
 LABELS = Labels("record_time - total_chunk_time", "in_len", "out_len / out_len_per_token",
-                clock="a number of seconds")
-NEEDED = ("in_len", "out_len", "first_chunk_time", "total_chunk_time", "record_time")
+                clock="a number of seconds", ttft="first_chunk_time", e2e="total_chunk_time")
+CLOCKS = ("first_chunk_time", "total_chunk_time", "record_time")
+NEEDED = ("in_len", "out_len", *CLOCKS)
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_token: float | None = None,
@@ -37,7 +38,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_
                          f"is not a token count, and the unit is never guessed")
     entries = json_records(plain, shown, EXPECTED, NEEDED, "one JSON object of same-shaped entries",
                            lambda frame: frame.unpivot(variable_name="key").unnest("value"))
-    number = {name: pl.col(name).cast(pl.Float64, strict=False) for name in NEEDED}
+    number = {name: pl.col(name).cast(pl.Float64, strict=False) for name in CLOCKS}
     text = {name: pl.col(name).cast(pl.String).fill_null("missing") for name in NEEDED}
     parsed = entries.select(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
@@ -48,8 +49,8 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_
         prompt_text=text["in_len"],
         output_tokens=(whole_number("out_len") / out_len_per_token).round().cast(pl.Int64, strict=False),
         output_text=text["out_len"],
-        observed_ttft_s=number["first_chunk_time"],
-        observed_e2e_s=number["total_chunk_time"],
+        observed_ttft_s=number["first_chunk_time"], ttft_text=pl.col("first_chunk_time").cast(pl.String),
+        observed_e2e_s=number["total_chunk_time"], e2e_text=pl.col("total_chunk_time").cast(pl.String),
     ).lazy()
     return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS, policies=policies,
                   start_time=start_time)

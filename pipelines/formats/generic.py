@@ -103,6 +103,8 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
         frame = frame.with_columns(pl.col(name).fill_null("missing"))
     labels = Labels(columns["arrival"], columns["prompt_tokens"], columns["output_tokens"],
                     cached=columns.get("cached_tokens", "cached tokens"),
+                    ttft=columns.get("observed_ttft_s", "observed_ttft_s"),
+                    e2e=columns.get("observed_e2e_s", "observed_e2e_s"),
                     clock="a date-time" if time_unit in ABSOLUTE else f"a number of {time_unit}")
     return finish(_typed(frame, columns, time_unit), path=shown, fmt=fmt, sha256=sha256, labels=labels,
                   policies=policies, start_time=start_time)

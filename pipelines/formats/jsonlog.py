@@ -29,14 +29,19 @@ def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
     )
 
 
+def value(path: str) -> pl.Expr:
+    """The JSON value at `path` ("a.b.c") as text; null when absent or null (an optional field)."""
+    return pl.col("raw").str.json_path_match(f"$.{path}")
+
+
 def text(path: str) -> pl.Expr:
-    """The JSON value at `path` ("a.b.c") as text; 'missing' when absent or null."""
-    return pl.col("raw").str.json_path_match(f"$.{path}").fill_null("missing")
+    """The JSON value at `path` as text; 'missing' when absent or null (a field reasons quote)."""
+    return value(path).fill_null("missing")
 
 
 def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
     """The JSON value at `path` as a number; null when absent, null or not a number."""
-    return pl.col("raw").str.json_path_match(f"$.{path}").cast(dtype, strict=False)
+    return value(path).cast(dtype, strict=False)
 
 
 def whole_number(column: str) -> pl.Expr:

@@ -35,7 +35,8 @@ FORMAT = "llmperf"
 EXPECTED = ("an LLMPerf per-request JSON array (objects with number_input_tokens, "
             "number_output_tokens, end_to_end_latency_s)")
 LABELS = Labels("end_to_end_latency_s", "number_input_tokens", "number_output_tokens",
-                clock=f"a latency in seconds (0 to {int(MAX_SANE_LATENCY_S)}) to rebuild arrivals from")
+                clock=f"a latency in seconds (0 to {int(MAX_SANE_LATENCY_S)}) to rebuild arrivals from",
+                ttft="ttft_s", e2e="end_to_end_latency_s")
 NEEDED = ("number_input_tokens", "number_output_tokens", "end_to_end_latency_s")
 STOPPED = ("arrival unknown: element {} before it on the same client has no usable end_to_end_latency_s, "
            "and the closed-loop clock stops there")
@@ -60,6 +61,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
         output_tokens=whole_number("number_output_tokens"),
         output_text=pl.col("number_output_tokens").cast(pl.String).fill_null("missing"),
         observed_ttft_s=pl.col("ttft_s").cast(pl.Float64, strict=False),
+        ttft_text=pl.col("ttft_s").cast(pl.String),
         observed_e2e_s=e2e,
         failed=pl.col("error_code").is_not_null(),
         ran=e2e > 0,

@@ -14,13 +14,14 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import IngestResult, Policies
-from pipelines.formats.jsonlog import number, object_rows, text
+from pipelines.formats.jsonlog import number, object_rows, text, value
 from pipelines.formats.rows import Labels, finish
 
 FORMAT = "openai-usage"
 EXPECTED = 'an OpenAI-style usage JSONL log (objects with "created" and "usage": {"prompt_tokens", "completion_tokens"})'
 LABELS = Labels("created", "usage.prompt_tokens", "usage.completion_tokens",
-                cached="usage.prompt_tokens_details.cached_tokens", clock="Unix seconds")
+                cached="usage.prompt_tokens_details.cached_tokens", clock="Unix seconds",
+                ttft="ttft_s", e2e="e2e_s")
 CACHED = "usage.prompt_tokens_details.cached_tokens"
 
 
@@ -38,6 +39,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies) -> IngestRes
         cached_text=text(CACHED),
         model=pl.col("raw").str.json_path_match("$.model"),
         tenant=pl.col("raw").str.json_path_match("$.user"),
-        observed_ttft_s=number("ttft_s"), observed_e2e_s=number("e2e_s"),
+        observed_ttft_s=number("ttft_s"), ttft_text=value("ttft_s"),
+        observed_e2e_s=number("e2e_s"), e2e_text=value("e2e_s"),
     )
     return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS, policies=policies)

@@ -8,7 +8,9 @@ null when not a whole number) with their `*_text` ("missing" when the field is a
 reasons quote them), and optionally `cached_tokens` (+
 `cached_text`), `prefix_hashes`, `model`, `tenant`, `observed_ttft_s`, `observed_e2e_s`,
 `failed` (the log marks the request failed), `failure` (what the log says) and `ran` (it has
-real latencies). Labels name the fields as the file does ("ContextTokens is -3").
+real latencies). An observed latency comes with its text (`ttft_text`, `e2e_text`: null or empty
+where the log has none) when the log can hold something that is not a number. Labels name the
+fields as the file does ("ContextTokens is -3").
 
 Pass 1 (streaming) keeps, per line, only the typed columns, an `ok` flag (cheap boolean
 checks, no text) and a 64-bit hash of the raw line. Pass 2 re-reads only the lines that failed
@@ -51,6 +53,8 @@ class Labels:
     output: str
     cached: str = "cached tokens"
     clock: str = "a date-time"   # what the arrival should be, e.g. "a number of seconds"
+    ttft: str = "observed_ttft_s"
+    e2e: str = "observed_e2e_s"
 
 
 def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
@@ -92,12 +96,28 @@ def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str
             (cached >= prompt, pl.format("{} is {}: must be fewer than the {} prompt tokens", pl.lit(labels.cached),
                                          cached, prompt)),
         ]
-    for name in ("observed_ttft_s", "observed_e2e_s"):
+    return checks + _latency_checks(labels, columns)
+
+
+def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
+    """Observed latencies: absent is fine, anything else must be seconds from 0 to a day, and the
+    first token cannot come after the end of the answer."""
+    checks = []
+    for name, text, label in (("observed_ttft_s", "ttft_text", labels.ttft),
+                              ("observed_e2e_s", "e2e_text", labels.e2e)):
+        v = pl.col(name)
+        if text in columns:
+            checks.append((v.is_null() & (pl.col(text).str.strip_chars() != ""),
+                           pl.format("{} is not a number: '{}'", pl.lit(label), pl.col(text))))
         if name in columns:
-            v = pl.col(name)
             checks.append((v.is_not_null() & (v.is_nan() | v.is_infinite() | (v < 0) | (v > MAX_SANE_LATENCY_S)),
-                           pl.format("{} is {}: not a latency in seconds (0 to {})", pl.lit(name), v,
+                           pl.format("{} is {}: not a latency in seconds (0 to {})", pl.lit(label), v,
                                      pl.lit(int(MAX_SANE_LATENCY_S)))))
+    if {"observed_ttft_s", "observed_e2e_s"} <= columns:
+        ttft, e2e = pl.col("observed_ttft_s"), pl.col("observed_e2e_s")
+        checks.append((ttft > e2e, pl.format("{} is {}, more than {} {}: the first token cannot come after "
+                                             "the end of the answer", pl.lit(labels.ttft), ttft,
+                                             pl.lit(labels.e2e), e2e)))
     return checks
 
 

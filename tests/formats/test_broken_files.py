@@ -181,7 +181,7 @@ def test_burstgpt_elapsed_time_and_session_columns(tmp_path):
     assert result.requests["observed_e2e_s"].to_list() == [2.5]
     assert result.rejected.sort("line")["reason"].to_list() == [
         "Response tokens is 0: no answer to replay (option zero_output='one' replays it as a one-token answer)",
-        "observed_e2e_s is -3.0: not a latency in seconds (0 to 86400)",
+        "Elapsed time is -3.0: not a latency in seconds (0 to 86400)",
     ]
     rejecting = read_trace(path, failed="reject")
     assert "the request failed (Response tokens 0); option failed='reject'" in rejecting.rejected["reason"].to_list()
@@ -254,7 +254,8 @@ def vllm(tmp_path: Path, rows: list[dict], **options):
 @pytest.mark.parametrize(("reader", "bad_row", "reason"), [
     (llmperf, {k: v for k, v in LLMPERF_ROW.items() if k != "number_output_tokens"},
      "number_output_tokens is not a whole number in range: 'missing'"),
-    (llmperf, {**LLMPERF_ROW, "number_input_tokens": None}, "number_input_tokens is not a whole number in range: 'missing'"),
+    (llmperf, {**LLMPERF_ROW, "number_input_tokens": None},
+     "number_input_tokens is not a whole number in range: 'missing'"),
     (vllm, {**VLLM_ROW, "in_len": None}, "in_len is not a whole number in range: 'missing'"),
     (vllm, {**VLLM_ROW, "out_len": None}, "out_len / out_len_per_token is not a whole number in range: 'missing'"),
     (vllm, {**VLLM_ROW, "record_time": None},
@@ -357,3 +358,63 @@ def test_llmperf_rows_rejected_for_their_tokens_still_advance_the_clock(tmp_path
     result = llmperf(tmp_path, rows)
     assert result.rejected["line"].to_list() == [2]
     assert result.requests["arrival_s"].to_list() == [0.0, 4.0]
+
+
+AIBRIX_ROW = {"prompt_tokens": 5, "output_tokens": 2, "latency": 1.0, "start_time": 7.5, "ttft": 0.1}
+USAGE_ROW = {"created": 1700000000, "usage": {"prompt_tokens": 9, "completion_tokens": 3}, "ttft_s": 0.1, "e2e_s": 1.0}
+GENERIC_CSV = {"format": "csv", "time_unit": "s",
+               "columns": {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out",
+                           "observed_ttft_s": "first", "observed_e2e_s": "total"}}
+
+
+def jsonl(tmp_path: Path, name: str, rows: list[dict]) -> Path:
+    return write(tmp_path / name, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def generic_csv(tmp_path: Path, rows: list[dict]) -> Path:
+    return write(tmp_path / "g.csv", "ts,in,out,first,total\n" + "".join(
+        f"{i},5,2,{row.get('first', '')},{row.get('total', '')}\n" for i, row in enumerate(rows)))
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "options", "reason"), [
+    ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "ttft": "x"}, {}, "ttft is not a number: 'x'"),
+    ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "latency": True}, {}, "latency is not a number: 'true'"),
+    ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "ttft": -0.5}, {},
+     "ttft is -0.5: not a latency in seconds (0 to 86400)"),
+    ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "ttft_s": "x"}, {}, "ttft_s is not a number: 'x'"),
+    ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "e2e_s": [1]}, {}, "e2e_s is not a number: '[1]'"),
+    ("g.csv", {"first": 0.1, "total": 1}, {"first": "x", "total": 1}, GENERIC_CSV, "first is not a number: 'x'"),
+    ("g.csv", {"first": 0.1, "total": 1}, {"first": 0.1, "total": "inf"}, GENERIC_CSV,
+     "total is inf: not a latency in seconds (0 to 86400)"),
+    ("llmperf.json", LLMPERF_ROW, {**LLMPERF_ROW, "ttft_s": "x"}, {}, "ttft_s is not a number: 'x'"),
+    ("detail_log.json", VLLM_ROW, {**VLLM_ROW, "first_chunk_time": "x"}, {}, "first_chunk_time is not a number: 'x'"),
+    # the first token cannot come after the whole answer, in any format with both latencies
+    ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "ttft": 5.0}, {},
+     "ttft is 5.0, more than latency 1.0: the first token cannot come after the end of the answer"),
+    ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "ttft_s": 2.0}, {},
+     "ttft_s is 2.0, more than e2e_s 1.0: the first token cannot come after the end of the answer"),
+    ("g.csv", {"first": 0.1, "total": 1}, {"first": 3, "total": 1}, GENERIC_CSV,
+     "first is 3.0, more than total 1.0: the first token cannot come after the end of the answer"),
+    ("llmperf.json", LLMPERF_ROW, {**LLMPERF_ROW, "ttft_s": 2.0}, {},
+     "ttft_s is 2.0, more than end_to_end_latency_s 1.0: the first token cannot come after the end of the answer"),
+    ("detail_log.json", VLLM_ROW, {**VLLM_ROW, "first_chunk_time": 2.0}, {},
+     "first_chunk_time is 2.0, more than total_chunk_time 1.0: the first token cannot come after the end of "
+     "the answer"),
+])
+def test_observed_latencies_are_checked_in_every_format(tmp_path, name, good, bad, options, reason):
+    if name == "llmperf.json":
+        result = llmperf(tmp_path, [good, bad, good])
+    elif name == "detail_log.json":
+        result = vllm(tmp_path, [good, bad, good])
+    else:
+        path = generic_csv(tmp_path, [good, bad, good]) if name == "g.csv" else jsonl(tmp_path, name, [good, bad, good])
+        result = read_trace(path, **options)
+    assert result.rejected["reason"].to_list() == [reason]
+    assert result.requests.height == 2 and result.requests["observed_ttft_s"].is_not_null().all()
+
+
+def test_absent_observed_latencies_are_fine(tmp_path):
+    rows = [AIBRIX_ROW, {k: v for k, v in AIBRIX_ROW.items() if k != "ttft"}, {**AIBRIX_ROW, "latency": None}]
+    assert read_trace(jsonl(tmp_path, "aibrix.jsonl", rows)).rejected.height == 0
+    result = read_trace(generic_csv(tmp_path, [{"first": 0.1, "total": 1}, {}]), **GENERIC_CSV)
+    assert result.rejected.height == 0 and result.requests["observed_e2e_s"].to_list() == [1.0, None]
