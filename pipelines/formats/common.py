@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import math
 import numbers
@@ -36,6 +37,15 @@ REJECTED_SCHEMA = {
 MAX_SANE_TOKENS = 10_000_000
 # An observed latency beyond a day is a broken clock, not a slow request.
 MAX_SANE_LATENCY_S = 86_400.0
+# Absolute arrivals fall in this window; outside it a value is a wrong unit or a broken clock, not
+# traffic: a Unix time in milliseconds read as seconds lands in year 55,800 (beyond what Python's
+# datetime holds), and 9999-12-31 among 2023 rows makes a replay timeline of 8,000 years.
+EARLIEST_ARRIVAL = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+LATEST_ARRIVAL = dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
+# A relative clock (seconds from the trace's zero, or a machine's monotonic clock since boot)
+# beyond ten years is a wrong unit or a broken clock (BurstGPT Timestamp 1e300), not an offset.
+MAX_RELATIVE_ARRIVAL_YEARS = 10
+MAX_RELATIVE_ARRIVAL_S = MAX_RELATIVE_ARRIVAL_YEARS * 365 * 86_400
 # Canonical columns a reader may leave out (the format has no such field); `canonical` fills
 # them with their default (cached_tokens 0, the rest null).
 OPTIONAL_COLUMNS = ("arrival_ts", "cached_tokens", "prefix_hashes", "model", "tenant",

@@ -31,6 +31,10 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import (
+    EARLIEST_ARRIVAL,
+    LATEST_ARRIVAL,
+    MAX_RELATIVE_ARRIVAL_S,
+    MAX_RELATIVE_ARRIVAL_YEARS,
     MAX_SANE_LATENCY_S,
     MAX_SANE_TOKENS,
     OPTIONAL_COLUMNS,
@@ -67,6 +71,7 @@ def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str
         (pl.col("bad").is_not_null(), pl.col("bad")),
         (arrival_bad, pl.format("{} is not {}: '{}'", pl.lit(labels.arrival), pl.lit(labels.clock),
                                 pl.col("arrival_text"))),
+        _arrival_bound(labels, relative),
     ]
     if "failed" in columns:
         checks.append((pl.col("failed") & ~pl.col("ran"),
@@ -97,6 +102,20 @@ def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str
                                          cached, prompt)),
         ]
     return checks + _latency_checks(labels, columns)
+
+
+def _arrival_bound(labels: Labels, relative: bool) -> tuple[pl.Expr, pl.Expr]:
+    """An arrival outside what any request log holds (common.py's bounds say why)."""
+    arrival, value = pl.col("arrival"), pl.col("arrival_text")
+    if relative:
+        return (arrival > MAX_RELATIVE_ARRIVAL_S,
+                pl.format("{} is '{}': beyond {} years ({} s) from the clock's zero, longer than a relative "
+                          "clock runs (a wrong unit or a broken clock)", pl.lit(labels.arrival), value,
+                          pl.lit(MAX_RELATIVE_ARRIVAL_YEARS), pl.lit(MAX_RELATIVE_ARRIVAL_S)))
+    return ((arrival < EARLIEST_ARRIVAL) | (arrival >= LATEST_ARRIVAL),
+            pl.format("{} is '{}': outside {} to {} UTC, the window a request's arrival can fall in (a wrong "
+                      "unit or a broken clock)", pl.lit(labels.arrival), value,
+                      pl.lit(f"{EARLIEST_ARRIVAL:%Y-%m-%d}"), pl.lit(f"{LATEST_ARRIVAL:%Y-%m-%d}")))
 
 
 def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:

@@ -418,3 +418,32 @@ def test_absent_observed_latencies_are_fine(tmp_path):
     assert read_trace(jsonl(tmp_path, "aibrix.jsonl", rows)).rejected.height == 0
     result = read_trace(generic_csv(tmp_path, [{"first": 0.1, "total": 1}, {}]), **GENERIC_CSV)
     assert result.rejected.height == 0 and result.requests["observed_e2e_s"].to_list() == [1.0, None]
+
+
+WINDOW = ("outside 2000-01-01 to 2100-01-01 UTC, the window a request's arrival can fall in (a wrong unit or a "
+          "broken clock)")
+TEN_YEARS = ("beyond 10 years (315360000 s) from the clock's zero, longer than a relative clock runs "
+             "(a wrong unit or a broken clock)")
+
+
+@pytest.mark.parametrize(("name", "body", "options", "reason"), [
+    ("usage.jsonl", [USAGE_ROW, {**USAGE_ROW, "created": 1700000000000}], {},
+     f"created is '1700000000000': {WINDOW}"),
+    ("usage.jsonl", [USAGE_ROW, {**USAGE_ROW, "created": 900000000}], {}, f"created is '900000000': {WINDOW}"),
+    ("azure.csv", f"{HEADER}\n2023-11-16 18:17:03.0000000,5,5\n9999-12-31 23:59:59,5,5\n", {},
+     f"TIMESTAMP is '9999-12-31 23:59:59': {WINDOW}"),
+    ("burst.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                  "5,ChatGPT,472,18,490,API log\n1e300,ChatGPT,472,18,490,API log\n", {},
+     f"Timestamp is '1e300': {TEN_YEARS}"),
+    ("m.jsonl", MOONCAKE_LINE + MOONCAKE_LINE.replace('"timestamp": 0', '"timestamp": 400000000000'), {},
+     f"timestamp is '400000000000': {TEN_YEARS}"),
+    ("g.csv", "ts,in,out\n2024-01-01T00:00:00,5,5\n2100-01-01T00:00:00,5,5\n",
+     {"format": "csv", "time_unit": "datetime",
+      "columns": {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out"}},
+     f"ts is '2100-01-01T00:00:00': {WINDOW}"),
+])
+def test_arrivals_outside_a_plausible_window_are_rejected(tmp_path, name, body, options, reason):
+    path = jsonl(tmp_path, name, body) if isinstance(body, list) else write(tmp_path / name, body)
+    result = read_trace(path, **options)
+    assert result.rejected["reason"].to_list() == [reason]
+    assert len(result.requests.rows()) == 1   # every value converts to Python (year 55,800 did not)
