@@ -9,10 +9,14 @@
 
 time_unit is the arrival column's unit, never guessed: "s", "ms", "us", "ns" for a relative
 clock (give start_time= for wall-clock arrivals), "unix_s" / "unix_ms" for Unix epoch numbers,
-or "datetime" for date-time text (ISO-8601; no zone = UTC). JSONL mappings may use dotted paths
-("usage.prompt_tokens"); one column may feed two targets (observed_ttft_s and observed_e2e_s
-both "latency" when the log only has one). CSV lines are split on commas without quoting (csvlog.py); a Parquet
-row's `line` is its 1-based row number and its `raw` text the row as JSON.
+or "datetime" for ISO 8601 text (YYYY-MM-DD, optionally a time hh:mm[:ss[.fraction]] after "T" or
+a space, optionally "Z" or an offset ±hh:mm / ±hhmm: converted to UTC; no zone = UTC), parsed
+with one explicit pattern, never inferred from the first row: other text is a rejected row. A
+Parquet datetime column is used as it is (a zone-aware one converted to UTC, a naive one = UTC).
+JSONL mappings may use dotted paths ("usage.prompt_tokens"); one column may feed two targets
+(observed_ttft_s and observed_e2e_s both "latency" when the log only has one). CSV lines are
+split on commas without quoting (csvlog.py); a Parquet row's `line` is its 1-based row number
+and its `raw` text the row as JSON.
 """
 
 from __future__ import annotations
@@ -32,7 +36,11 @@ OPTIONAL = ("cached_tokens", "model", "tenant", "observed_ttft_s", "observed_e2e
 TEXT = {"arrival": "arrival_text", "prompt_tokens": "prompt_text", "output_tokens": "output_text",
         "cached_tokens": "cached_text", "model": "model", "tenant": "tenant",
         "observed_ttft_s": "ttft_text", "observed_e2e_s": "e2e_text"}
-ABSOLUTE = ("unix_s", "unix_ms", "datetime")
+CLOCKS = {"unix_s": "a number of Unix seconds", "unix_ms": "a number of Unix milliseconds",
+          "datetime": "an ISO 8601 date-time"}
+ABSOLUTE = tuple(CLOCKS)
+ISO_8601 = (r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[T ](?P<hm>\d{2}:\d{2})(?P<s>:\d{2}(?:\.\d{1,9})?)?)?"
+            r"(?P<zone>[Zz]|[+-]\d{2}:?\d{2})?$")
 
 
 def check_mapping(columns: dict | None, time_unit: str | None, fmt: str) -> dict:
@@ -48,11 +56,27 @@ def check_mapping(columns: dict | None, time_unit: str | None, fmt: str) -> dict
     return columns
 
 
+def _iso_8601(text: pl.Expr) -> pl.Expr:
+    """ISO 8601 text -> UTC datetime; null when it is not ISO 8601. Each row is brought to one
+    full form and parsed with one format, so no row decides how the others are read."""
+    part = text.str.strip_chars().str.extract_groups(ISO_8601).struct.field
+    zone = part("zone").str.replace(r"^[Zz]$", "+00:00").fill_null("+00:00")
+    full = pl.concat_str(part("date"), pl.lit("T"), part("hm").fill_null("00:00"), part("s").fill_null(":00"),
+                         zone)
+    return full.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%#z", strict=False, time_unit="us")
+
+
+def _utc(column: str, dtype: pl.Datetime) -> pl.Expr:
+    """A Parquet datetime column in UTC: a zone-aware one converted, a naive one taken as UTC."""
+    value = pl.col(column)
+    utc = value.dt.convert_time_zone("UTC") if dtype.time_zone else value.dt.replace_time_zone("UTC")
+    return utc.dt.cast_time_unit("us")
+
+
 def _arrival(time_unit: str) -> pl.Expr:
     value = pl.col("arrival_text")
     if time_unit == "datetime":
-        return (value.str.strip_suffix("Z").str.to_datetime(strict=False, time_unit="us")
-                .dt.replace_time_zone("UTC"))
+        return _iso_8601(value)
     if time_unit in ("unix_s", "unix_ms"):
         us = (value.cast(pl.Float64, strict=False) * (1e6 if time_unit == "unix_s" else 1e3)).round()
         return pl.when(us.abs() < 2**62).then(us).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))
@@ -62,8 +86,9 @@ def _arrival(time_unit: str) -> pl.Expr:
 def _typed(frame: pl.DataFrame, columns: dict, time_unit: str) -> pl.DataFrame:
     numbers = {"prompt_tokens": pl.Int64, "output_tokens": pl.Int64, "cached_tokens": pl.Int64,
                "observed_ttft_s": pl.Float64, "observed_e2e_s": pl.Float64}
+    parsed = "arrival" in frame.collect_schema().names()   # a Parquet datetime column, used as it is
     return frame.with_columns(
-        arrival=_arrival(time_unit),
+        **({} if parsed else {"arrival": _arrival(time_unit)}),
         **{name: pl.col(TEXT[name]).cast(dtype, strict=False) for name, dtype in numbers.items() if name in columns},
     )
 
@@ -93,11 +118,14 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
         missing = sorted(set(columns.values()) - set(table.columns))
         if missing:
             raise TraceFormatError(f"{shown}: no column(s) {missing}; expected {expected}")
+        dtype = table.schema[columns["arrival"]]
+        direct = time_unit == "datetime" and isinstance(dtype, pl.Datetime)
         frame = table.select(
             line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
             raw=pl.struct(pl.all()).struct.json_encode(),
             bad=pl.lit(None, pl.String),
             **{TEXT[key]: pl.col(src).cast(pl.String) for key, src in columns.items()},
+            **({"arrival": _utc(columns["arrival"], dtype)} if direct else {}),
         ).lazy()
     for name in ("arrival_text", "prompt_text", "output_text"):
         frame = frame.with_columns(pl.col(name).fill_null("missing"))
@@ -105,6 +133,6 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
                     cached=columns.get("cached_tokens", "cached tokens"),
                     ttft=columns.get("observed_ttft_s", "observed_ttft_s"),
                     e2e=columns.get("observed_e2e_s", "observed_e2e_s"),
-                    clock="a date-time" if time_unit in ABSOLUTE else f"a number of {time_unit}")
+                    clock=CLOCKS.get(time_unit, f"a number of {time_unit}"))
     return finish(_typed(frame, columns, time_unit), path=shown, fmt=fmt, sha256=sha256, labels=labels,
                   policies=policies, start_time=start_time)

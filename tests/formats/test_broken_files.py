@@ -447,3 +447,42 @@ def test_arrivals_outside_a_plausible_window_are_rejected(tmp_path, name, body, 
     result = read_trace(path, **options)
     assert result.rejected["reason"].to_list() == [reason]
     assert len(result.requests.rows()) == 1   # every value converts to Python (year 55,800 did not)
+
+
+DATETIME_CSV = {"format": "csv", "time_unit": "datetime",
+                "columns": {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out"}}
+
+
+def test_generic_datetimes_are_iso_8601_row_by_row(tmp_path):
+    """No row decides how the others are read: offsets are converted to UTC, no zone is UTC,
+    and text that is not ISO 8601 is rejected on its own line."""
+    path = write(tmp_path / "d.csv", "ts,in,out\n"
+                 "2024-01-01T05:00:00+05:00,1,1\n"      # an offset on the first row: 00:00 UTC
+                 "01/02/2024 00:00,2,1\n"
+                 "2024-01-01T00:00:01Z,3,1\n"
+                 "2024-01-01 00:00:02.5,4,1\n"
+                 "2024-01-01T00:00:03-0100,5,1\n"       # 01:00:03 UTC
+                 "2024-01-01,6,1\n"
+                 "2024-13-01T00:00:00,7,1\n")
+    result = read_trace(path, **DATETIME_CSV)
+    assert result.rejected.select("line", "reason").rows() == [
+        (3, "ts is not an ISO 8601 date-time: '01/02/2024 00:00'"),
+        (8, "ts is not an ISO 8601 date-time: '2024-13-01T00:00:00'")]
+    r = result.requests
+    assert r["prompt_tokens"].to_list() == [1, 6, 3, 4, 5]
+    assert r["arrival_s"].to_list() == [0.0, 0.0, 1.0, 2.5, 3603.0]
+    assert str(r["arrival_ts"][0]) == "2024-01-01 00:00:00+00:00"
+
+
+@pytest.mark.parametrize("zone", [None, "Asia/Kolkata", "UTC"])
+def test_generic_parquet_datetime_column_is_used_as_it_is(tmp_path, zone):
+    import datetime as dt
+
+    arrival = pl.Series("t", [dt.datetime(2024, 1, 1, 5, 30), dt.datetime(2024, 1, 1, 5, 30, 1, 500)],
+                        dtype=pl.Datetime("ns")).dt.replace_time_zone(zone)   # 05:30 in India is 00:00 UTC
+    pl.DataFrame([arrival, pl.Series("i", [5, 6]), pl.Series("o", [1, 2])]).write_parquet(tmp_path / "p.parquet")
+    r = read_trace(tmp_path / "p.parquet", time_unit="datetime",
+                   columns={"arrival": "t", "prompt_tokens": "i", "output_tokens": "o"}).requests
+    assert str(r["arrival_ts"][0]) == ("2024-01-01 00:00:00+00:00" if zone == "Asia/Kolkata"
+                                       else "2024-01-01 05:30:00+00:00")
+    assert r["arrival_s"].to_list() == [0.0, 1.0005]
