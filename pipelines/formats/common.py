@@ -152,6 +152,24 @@ def is_positive_number(value) -> bool:
             and value > 0)
 
 
+def start_time_of(value) -> dt.datetime | None:
+    """The `start_time` option as a UTC datetime (None stays None): a datetime (naive = UTC), or
+    ISO 8601 text, which is all a sidecar's JSON can hold. ValueError saying what was expected
+    (the caller names the file and the option) for anything else or a time outside the window."""
+    try:
+        start = value if value is None or isinstance(value, dt.datetime) else dt.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise ValueError('expected an ISO 8601 date-time text such as "2024-05-10T00:00:00Z" '
+                         '(or, from Python, a datetime)') from None
+    if start is None:
+        return None
+    start = start.astimezone(dt.timezone.utc) if start.tzinfo else start.replace(tzinfo=dt.timezone.utc)
+    if not EARLIEST_ARRIVAL <= start < LATEST_ARRIVAL:
+        raise ValueError(f"outside {EARLIEST_ARRIVAL:%Y-%m-%d} to {LATEST_ARRIVAL:%Y-%m-%d} UTC, the window a "
+                         f"request's arrival can fall in")
+    return start
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as handle:

@@ -44,12 +44,17 @@ ISO_8601 = (r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[T ](?P<hm>\d{2}:\d{2})(?P<s>:\d{2}
 
 
 def check_mapping(columns: dict | None, time_unit: str | None, fmt: str) -> dict:
-    if not columns or any(key not in columns for key in REQUIRED):
+    if not isinstance(columns, dict) or any(key not in columns for key in REQUIRED):
         raise ValueError(f"format={fmt!r} needs columns= mapping at least {list(REQUIRED)} to the "
                          f"file's column names (optional: {list(OPTIONAL)})")
     unknown = set(columns) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
-        raise ValueError(f"columns=: unknown key(s) {sorted(unknown)}; expected {list(REQUIRED + OPTIONAL)}")
+        raise ValueError(f"columns=: unknown key(s) {sorted(unknown, key=str)}; "
+                         f"expected {list(REQUIRED + OPTIONAL)}")
+    for key, name in columns.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"columns=: {key!r} is mapped to {name!r}; expected the name of one of the file's "
+                             f"columns (text)")
     if time_unit not in (*PER_SECOND, *ABSOLUTE):
         raise ValueError(f"format={fmt!r} needs time_unit= one of {[*PER_SECOND, *ABSOLUTE]} "
                          f"for the arrival column (got {time_unit!r})")

@@ -41,6 +41,7 @@ from pipelines.formats.common import (
     REJECTED_SCHEMA,
     IngestResult,
     Policies,
+    start_time_of,
 )
 
 
@@ -152,9 +153,13 @@ def _defaults(frame: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: Labels,
-           policies: Policies, start_time: dt.datetime | None = None,
+           policies: Policies, start_time: dt.datetime | str | None = None,
            prefix_block_tokens: int | None = None) -> IngestResult:
     """Check, apply the policies, split accepted/rejected, and return rows sorted by arrival."""
+    try:
+        start_time = start_time_of(start_time)
+    except ValueError as exc:
+        raise ValueError(f"{path}: start_time={start_time!r}: {exc}") from None
     frame = _defaults(frame)
     columns = set(frame.collect_schema().names())
     relative = frame.collect_schema()["arrival"].is_numeric()
@@ -204,7 +209,8 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
 
 
 def _timed(accepted: pl.DataFrame, relative: bool, start_time: dt.datetime | None) -> pl.DataFrame:
-    """`arrival` -> arrival_ts (UTC, or null for a relative clock without start_time) and arrival_s."""
+    """`arrival` -> arrival_ts (UTC, or null for a relative clock without start_time, a UTC
+    datetime here) and arrival_s."""
     first = pl.col("arrival").first()
     if not relative:
         return accepted.with_columns(
@@ -212,7 +218,6 @@ def _timed(accepted: pl.DataFrame, relative: bool, start_time: dt.datetime | Non
     arrival_s = pl.col("arrival") - first
     if start_time is None:
         return accepted.with_columns(arrival_s=arrival_s).drop("arrival")
-    start = start_time.astimezone(dt.timezone.utc) if start_time.tzinfo else start_time.replace(tzinfo=dt.timezone.utc)
     return accepted.with_columns(arrival_s=arrival_s).drop("arrival").with_columns(
-        arrival_ts=pl.lit(start).cast(pl.Datetime("us", "UTC"))
+        arrival_ts=pl.lit(start_time).cast(pl.Datetime("us", "UTC"))
         + pl.duration(microseconds=(pl.col("arrival_s") * 1e6).round().cast(pl.Int64)))

@@ -18,11 +18,11 @@ options (`canonical` text) beside the content hash, so editing a sidecar re-inge
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 
 from pipelines.formats import FORMATS, POLICY_OPTIONS, reader_options
+from pipelines.formats.common import start_time_of
 from pipelines.formats.source import SIDECAR_SUFFIX as SUFFIX
 
 
@@ -75,10 +75,9 @@ def file_options(path: Path) -> dict:
     if "start_time" in options:
         text = options["start_time"]
         try:
-            options["start_time"] = dt.datetime.fromisoformat(text)
-        except (TypeError, ValueError):
-            raise OptionsError(f"{sidecar_of(path)}: key 'start_time' is {text!r}; expected an ISO 8601 "
-                               f"date-time text such as \"2024-05-10T00:00:00Z\"") from None
+            options["start_time"] = start_time_of(text)
+        except ValueError as exc:
+            raise OptionsError(f"{sidecar_of(path)}: key 'start_time' is {text!r}; {exc}") from None
     return options
 
 

@@ -486,3 +486,35 @@ def test_generic_parquet_datetime_column_is_used_as_it_is(tmp_path, zone):
     assert str(r["arrival_ts"][0]) == ("2024-01-01 00:00:00+00:00" if zone == "Asia/Kolkata"
                                        else "2024-01-01 05:30:00+00:00")
     assert r["arrival_s"].to_list() == [0.0, 1.0005]
+
+
+VIDUR = "arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,5,5\n1.5,6,6\n"
+
+
+@pytest.mark.parametrize("start", ["2024-01-01T00:00:00Z", "2024-01-01T05:30:00+05:30", "2024-01-01 00:00"])
+def test_start_time_may_be_iso_text_as_in_a_sidecar(tmp_path, start):
+    r = read_trace(write(tmp_path / "v.csv", VIDUR), start_time=start).requests
+    assert [str(ts) for ts in r["arrival_ts"]] == ["2024-01-01 00:00:00+00:00", "2024-01-01 00:00:01.500000+00:00"]
+
+
+@pytest.mark.parametrize(("start", "expected"), [
+    ("yesterday", "expected an ISO 8601 date-time text"),
+    (1704067200, "expected an ISO 8601 date-time text"),
+    ("9999-12-31T00:00:00Z", "outside 2000-01-01 to 2100-01-01 UTC"),
+])
+def test_bad_start_time_is_one_message_naming_file_and_option(tmp_path, start, expected):
+    path = write(tmp_path / "v.csv", VIDUR)
+    with pytest.raises(ValueError) as info:
+        read_trace(path, start_time=start)
+    assert str(info.value).startswith(f"{path}: start_time={start!r}: {expected}")
+
+
+@pytest.mark.parametrize(("columns", "message"), [
+    ({"arrival": 1, "prompt_tokens": "in", "output_tokens": "out"}, "columns=: 'arrival' is mapped to 1; expected"),
+    ({"arrival": "ts", "prompt_tokens": None, "output_tokens": "out"}, "'prompt_tokens' is mapped to None; expected"),
+])
+def test_bad_column_mapping_is_one_message_naming_the_option(tmp_path, columns, message):
+    path = write(tmp_path / "g.csv", "ts,in,out\n0,5,5\n")
+    with pytest.raises(ValueError) as info:
+        read_trace(path, format="csv", time_unit="s", columns=columns)
+    assert message in str(info.value)
