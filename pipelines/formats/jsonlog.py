@@ -15,6 +15,9 @@ import polars as pl
 from pipelines.formats.common import TraceFormatError
 from pipelines.formats.source import first_line, read_lines
 
+# A bare NaN / Infinity / -Infinity as a value: what Python's json.dumps writes for non-finite floats.
+NON_FINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,\]}]"
+
 
 def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
     """The non-blank lines, with `bad` set where a line is not one JSON object. A file whose
@@ -23,9 +26,11 @@ def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
     if not first.strip().startswith("{") or pl.Series([first]).str.json_path_match("$")[0] is None:
         raise TraceFormatError(f"{shown}: the first line {first[:80]!r} is not a JSON object; expected {expected}")
     whole = pl.col("raw").str.json_path_match("$")
+    invalid = whole.is_null() | ~pl.col("raw").str.strip_chars().str.starts_with("{")
     return read_lines(plain).filter(pl.col("raw").str.strip_chars() != "").with_columns(
-        bad=pl.when(whole.is_null() | ~pl.col("raw").str.strip_chars().str.starts_with("{"))
-        .then(pl.lit("not a JSON object (a torn or corrupt line)")),
+        bad=pl.when(invalid & pl.col("raw").str.contains(NON_FINITE))
+        .then(pl.lit("a NaN or Infinity value: non-finite numbers are not JSON and are not accepted"))
+        .when(invalid).then(pl.lit("not a JSON object (a torn or corrupt line)")),
     )
 
 

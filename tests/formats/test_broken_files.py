@@ -518,3 +518,14 @@ def test_bad_column_mapping_is_one_message_naming_the_option(tmp_path, columns, 
     with pytest.raises(ValueError) as info:
         read_trace(path, format="csv", time_unit="s", columns=columns)
     assert message in str(info.value)
+
+
+def test_jsonl_nan_and_infinity_get_their_own_reason(tmp_path):
+    path = write(tmp_path / "m.jsonl", MOONCAKE_LINE
+                 + '{"timestamp": NaN, "input_length": 600, "output_length": 3}\n'
+                 + '{"timestamp": 5, "input_length": 600, "output_length": -Infinity}\n'
+                 + '{"timestamp": 6, "input_length": 600, "output_len\n')
+    assert read_trace(path).rejected.select("line", "reason").rows() == [
+        (2, "a NaN or Infinity value: non-finite numbers are not JSON and are not accepted"),
+        (3, "a NaN or Infinity value: non-finite numbers are not JSON and are not accepted"),
+        (4, "not a JSON object (a torn or corrupt line)")]
