@@ -5,12 +5,11 @@ A reader hands in a LazyFrame (usually a scan of the file) with one row per data
 `raw`, `bad` (a format-specific reason or null), `arrival` (UTC datetime for absolute clocks,
 float seconds for relative ones) with `arrival_text`, `prompt_tokens`/`output_tokens` (Int64,
 null when not a whole number) with their `*_text` ("missing" when the field is absent or null:
-reasons quote them), and optionally `cached_tokens` (+
-`cached_text`), `prefix_hashes`, `model`, `tenant`, `observed_ttft_s`, `observed_e2e_s`,
-`failed` (the log marks the request failed), `failure` (what the log says) and `ran` (it has
-real latencies). An observed latency comes with its text (`ttft_text`, `e2e_text`: null or empty
-where the log has none) when the log can hold something that is not a number. Labels name the
-fields as the file does ("ContextTokens is -3").
+reasons quote them), and optionally `cached_tokens` (+ `cached_text`), `prefix_hashes`, `model`,
+`tenant`, `observed_ttft_s`, `observed_e2e_s`, `failed` (the log marks the request failed),
+`failure` (what the log says) and `ran` (it has real latencies). An observed latency comes with
+its text (`ttft_text`, `e2e_text`: null or empty where the log has none) when the log can hold
+something that is not a number. Labels name the fields as the file does ("ContextTokens is -3").
 
 Pass 1 (streaming) keeps, per line, only the typed columns, an `ok` flag (cheap boolean
 checks, no text) and a 64-bit hash of the raw line. Pass 2 re-reads only the lines that failed
