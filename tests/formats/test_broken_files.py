@@ -4,6 +4,7 @@ names the file."""
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 from pathlib import Path
@@ -15,6 +16,7 @@ import zstandard
 from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import Policies
 from pipelines.formats.rows import UNQUOTABLE, Labels, finish
+from pipelines.formats.sidecar import file_options
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 
@@ -311,8 +313,6 @@ def test_bad_format_options_are_one_message_naming_file_and_option(tmp_path, nam
 
 
 def test_block_tokens_from_a_sidecar_is_checked(tmp_path):
-    from pipelines.formats.sidecar import file_options
-
     log = write(tmp_path / "m.jsonl", MOONCAKE_LINE)
     write(tmp_path / "m.jsonl.fleetspend.json", '{"block_tokens": "abc"}')
     with pytest.raises(ValueError, match=r"m\.jsonl: block_tokens='abc': expected .* multiple of 16"):
@@ -476,8 +476,6 @@ def test_generic_datetimes_are_iso_8601_row_by_row(tmp_path):
 
 @pytest.mark.parametrize("zone", [None, "Asia/Kolkata", "UTC"])
 def test_generic_parquet_datetime_column_is_used_as_it_is(tmp_path, zone):
-    import datetime as dt
-
     arrival = pl.Series("t", [dt.datetime(2024, 1, 1, 5, 30), dt.datetime(2024, 1, 1, 5, 30, 1, 500)],
                         dtype=pl.Datetime("ns")).dt.replace_time_zone(zone)   # 05:30 in India is 00:00 UTC
     pl.DataFrame([arrival, pl.Series("i", [5, 6]), pl.Series("o", [1, 2])]).write_parquet(tmp_path / "p.parquet")
