@@ -110,7 +110,8 @@ def _arrival_bound(labels: Labels, relative: bool) -> tuple[pl.Expr, pl.Expr]:
     if relative:
         return (arrival > MAX_RELATIVE_ARRIVAL_S,
                 pl.format("{} is '{}': beyond {} years ({} s) from the clock's zero, longer than a relative "
-                          "clock runs (a wrong unit or a broken clock)", pl.lit(labels.arrival), value,
+                          "clock runs (a wrong unit or a broken clock; a Unix time is read with "
+                          "time_unit='unix_s' or 'unix_ms')", pl.lit(labels.arrival), value,
                           pl.lit(MAX_RELATIVE_ARRIVAL_YEARS), pl.lit(MAX_RELATIVE_ARRIVAL_S)))
     return ((arrival < EARLIEST_ARRIVAL) | (arrival >= LATEST_ARRIVAL),
             pl.format("{} is '{}': outside {} to {} UTC, the window a request's arrival can fall in (a wrong "

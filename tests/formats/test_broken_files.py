@@ -423,7 +423,7 @@ def test_absent_observed_latencies_are_fine(tmp_path):
 WINDOW = ("outside 2000-01-01 to 2100-01-01 UTC, the window a request's arrival can fall in (a wrong unit or a "
           "broken clock)")
 TEN_YEARS = ("beyond 10 years (315360000 s) from the clock's zero, longer than a relative clock runs "
-             "(a wrong unit or a broken clock)")
+             "(a wrong unit or a broken clock; a Unix time is read with time_unit='unix_s' or 'unix_ms')")
 
 
 @pytest.mark.parametrize(("name", "body", "options", "reason"), [
