@@ -116,3 +116,20 @@ def test_a_mooncake_log_is_ingested_and_replayed_with_its_prefix_hashes(tmp_path
         stages = read_table(conn, "request_stages")
     assert stages.height == 600
     assert (stages["cached_hit_tokens"] % 512 == 0).all() and stages["cached_hit_tokens"].sum() > 0
+
+
+def test_a_folder_whose_every_row_is_rejected_says_the_commonest_reasons(tmp_path, monkeypatch):
+    """Nothing to replay means nothing is published, so the rejected rows cannot be queried
+    afterwards: the failure itself names the file, a line and the reason."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "bad.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    "2023-11-16 18:15:46.6805900,-5,10\n"
+                                    "2023-11-16 18:15:47.6805900,-7,10\n")
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
+    result = dg.materialize([ingested_traces, replayed_fleet], raise_on_error=False,
+                            resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert "no requests to replay: every row of the trace files was rejected; commonest:" in message
+    assert "bad.csv line 2: ContextTokens is -5" in message and "bad.csv line 3: ContextTokens is -7" in message

@@ -1,6 +1,7 @@
 """Replay: every trace in `requests` on the chosen deployment -> request_stages, fleet_timeline."""
 
 import time
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -12,7 +13,7 @@ from pipelines.defs.metadata import table_metadata
 from pipelines.replay import ReplayError, replay_fleet
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
-from pipelines.warehouse import publish_staged, read_table, stage_rows
+from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows
 
 DEFAULT_DEPLOYMENT = "azure-2023-70b-h100"
 BASELINE = "baseline"
@@ -30,6 +31,19 @@ def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | Non
     Mooncake: 512, null where the format logs no hashes); the what-if replays use the same."""
     return {row["trace"]: row["prefix_block_tokens"] for row in read_table(
         conn, "trace_files").select("trace", "prefix_block_tokens").iter_rows(named=True)}
+
+
+def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
+    """Why the requests table is empty, in the user's terms: every row of every file rejected,
+    with the commonest reasons (the run publishes nothing, so rejected_requests is not there to
+    query afterwards)."""
+    reasons = run_sql(conn, "top_rejections").fetchall()
+    if not reasons:
+        return "no requests to replay: no file of the trace folder has a usable row"
+    listed = "; ".join(f"{Path(file).name} line {line} and {count - 1:,} more: {reason}"
+                       if count > 1 else f"{Path(file).name} line {line}: {reason}"
+                       for file, reason, count, line in reasons)
+    return f"no requests to replay: every row of the trace files was rejected; commonest: {listed}"
 
 
 @dg.multi_asset(
@@ -59,7 +73,7 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
         del requests
         if not traces:
-            raise dg.Failure("no requests to replay: the requests table is empty")
+            raise dg.Failure(_nothing_to_replay(conn))
         hit_rates = {}
         for number, ((trace,), frame) in enumerate(traces.items()):
             started = time.perf_counter()
