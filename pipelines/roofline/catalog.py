@@ -443,6 +443,27 @@ def _bucket_problem(rows: pl.DataFrame) -> str | None:
     return None
 
 
+ATTENTION_KINDS = ("MHA", "GQA", "MLA")
+
+
+def _check_attention(models: pl.DataFrame, file: Path) -> None:
+    """The attention kind decides the KV sizing (deployment.kv_bytes_per_token): a kind it does
+    not know would be sized as grouped-query attention without a word, MHA / GQA query heads
+    must split evenly over the KV heads, and MLA needs the ranks its latent is made of."""
+    kind = pl.col("attention")
+    _reject_values(models, "attention", file, f"one of {', '.join(ATTENTION_KINDS)}",
+                   ~models["attention"].is_in(ATTENTION_KINDS))
+    grouped = models.filter(kind != "MLA")
+    _reject_values(grouped, "kv_heads", file, "a divisor of the row's q_heads (MHA / GQA)",
+                   grouped["q_heads"] % grouped["kv_heads"] != 0)
+    for column in ("kv_lora_rank", "qk_rope_head_dim"):
+        empty = models.filter((kind == "MLA") & pl.col(column).is_null())
+        if empty.height:
+            raise CatalogError(f"catalog file {file}, row {empty['model'][0]!r}: {column} is empty:"
+                               f" expected a value for an MLA model (its KV latent is"
+                               f" kv_lora_rank + qk_rope_head_dim wide)")
+
+
 def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
                    wrong: pl.Series) -> None:
     """Raise CatalogError naming the file, row key and value of the first non-empty value of
@@ -510,6 +531,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         gpu, count = wrong.row(0)
         raise CatalogError(f"catalog file {directory / 'prices.csv'}, row {gpu!r}: {count} default"
                            f" prices for {gpu}: expected exactly one row with is_default=true")
+    _check_attention(frames["models"], directory / "models.csv")
     rounds = pl.col("allreduce_rounds")
     unknown = frames["gpu_efficiency"].filter(~rounds.is_in(list(ALLREDUCE_ROUNDS)))
     if unknown.height:

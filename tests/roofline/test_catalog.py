@@ -474,3 +474,16 @@ def test_shape_buckets_that_do_not_tile_are_named(tmp_path, edit, named):
 def test_missing_shape_buckets_are_named(tmp_path):
     with pytest.raises(CatalogError, match=r"shape_buckets.csv is missing"):
         load_shape_buckets(tmp_path)
+
+
+@pytest.mark.parametrize(("key", "column", "value", "named"), [
+    ("llama-3.1-8b", "attention", "gqa", r"attention='gqa': expected one of MHA, GQA, MLA"),
+    ("llama-3.1-8b", "kv_heads", "7", r"kv_heads=7: expected a divisor of the row's q_heads"),
+    ("deepseek-v3", "kv_lora_rank", None, r"kv_lora_rank is empty: expected a value for an MLA"),
+], ids=["unknown-kind", "uneven-groups", "mla-without-latent"])
+def test_attention_that_cannot_be_sized_is_named(copied, key, column, value, named):
+    """The attention kind decides how the KV cache is sized: a kind spelled otherwise was sized
+    as GQA without a word, and an MLA row without its ranks failed with a TypeError."""
+    _set(copied, "models", key, column, value)
+    with pytest.raises(CatalogError, match=rf"models.csv, row '{key}': {named}"):
+        load_catalog(copied)
