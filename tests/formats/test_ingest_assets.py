@@ -14,10 +14,13 @@ import pytest
 from dagster_duckdb import DuckDBResource
 from polars.testing import assert_frame_equal
 
+from pipelines import ingest_folder
 from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
 from pipelines.defs.ingest import sensors as ingest_sensors
 from pipelines.defs.ingest.sensors import trace_inbox_sensor
+from pipelines.formats.source import trace_files
+from pipelines.ingest_store import ensure_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "data" / "samples"
@@ -78,7 +81,8 @@ def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
     assert query(warehouse, "SELECT count(*) FROM requests") == [(8819 + 14 + 19366,)]
 
     (inbox / "mooncake_conversation.excerpt.jsonl").unlink()   # the warehouse mirrors the folder
-    ingest(warehouse)
+    assert files_metadata(ingest(warehouse))["files_removed_this_run"] == [
+        str(inbox / "mooncake_conversation.excerpt.jsonl")]
     assert query(warehouse, "SELECT count(*), count(*) FILTER (prefix_hashes IS NOT NULL) FROM requests") \
         == [(8819 + 19366, 0)]
     assert query(warehouse, "SELECT count(*) FROM trace_files") == [(2,)]
@@ -220,16 +224,34 @@ def test_an_unreadable_file_fails_alone(inbox, tmp_path, monkeypatch):
     warehouse = tmp_path / "w.duckdb"
     shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox)
     shutil.copy(PUBLIC / "mooncake_conversation.excerpt.jsonl", inbox / "locked.jsonl")
-    real = ingest_assets.sha256_of
+    real = ingest_folder.sha256_of
 
     def sha256_of(path):
         if path.name == "locked.jsonl":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(ingest_assets, "sha256_of", sha256_of)
+    monkeypatch.setattr(ingest_folder, "sha256_of", sha256_of)
     meta = files_metadata(ingest(warehouse))
     assert meta["files_ingested_this_run"] == 1
     assert meta["files_failed"] == {"locked.jsonl": f"{inbox / 'locked.jsonl'}: cannot be read"
                                                     f" (Permission denied)"}
     assert query(warehouse, "SELECT count(*) FROM requests") == [(8819,)]
+
+
+def test_ingest_folder_works_without_dagster(inbox, tmp_path):
+    """The folder logic is plain DuckDB: what it read, failed and removed, and one log line a
+    file, for any caller (the asset is wiring around it)."""
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox)
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox / "AzureLLMInferenceTrace_code.csv.gz")
+    lines = []
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_tables(conn)
+        first = ingest_folder.ingest_folder(conn, trace_files(inbox), lines.append)
+        (inbox / "AzureLLMInferenceTrace_code.csv").unlink()
+        second = ingest_folder.ingest_folder(conn, trace_files(inbox), lines.append)
+    assert [row["trace"] for row in first.added] == ["AzureLLMInferenceTrace_code"]
+    assert "is taken by" in first.failed["AzureLLMInferenceTrace_code.csv.gz"]
+    assert second.removed == [str(inbox / "AzureLLMInferenceTrace_code.csv")]
+    assert lines[0] == "AzureLLMInferenceTrace_code.csv: azure-llm, 8819 rows read, 8819 accepted, 0 rejected"
+    assert lines[1].endswith("no longer in the folder; its rows were removed")

@@ -1,0 +1,79 @@
+"""Mirror a folder of trace files into the warehouse's ingest tables, one file at a time.
+
+Incremental and idempotent, keyed by content: a file whose identity (content hash plus sidecar
+options, pipelines/formats/sidecar.py) is already in trace_files is skipped; a new or changed
+file has its rows swapped in (pipelines/ingest_store.py: one transaction per file); a file that
+left the folder has its rows removed. A file that cannot be used (not a trace, bad options,
+unreadable, a trace name another file holds) fails alone with its reason and nothing of it is
+written. Plain DuckDB and the formats layer; the ingest asset (pipelines/defs/ingest/assets.py)
+is wiring and metadata around `ingest_folder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from pipelines.formats import TraceFormatError, read_trace
+from pipelines.formats.common import sha256_of, trace_name
+from pipelines.formats.sidecar import canonical, file_options, raw_options, sidecar_of
+from pipelines.ingest_store import forget_file, ingested, replace_file
+
+
+@dataclass
+class FolderIngest:
+    """What one pass over the folder did: the trace_files rows of the files read this time,
+    file name -> reason for those that failed, and the files whose rows were removed."""
+
+    added: list[dict] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
+
+
+def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
+                  log: Callable[[str], None] = lambda _: None) -> FolderIngest:
+    """Bring the ingest tables in line with `files` (the folder's trace files, already listed);
+    `log` hears one line per file read or removed."""
+    outcome = FolderIngest()
+    known = ingested(conn)
+    traces = {file: trace for file, (trace, *_) in known.items()}
+    identity = {file: tuple(rest) for file, (_, *rest) in known.items()}
+    present = {str(f) for f in files}
+    for gone in sorted(set(known) - present):
+        forget_file(conn, gone, traces[gone])
+        outcome.removed.append(gone)
+        log(f"{gone}: no longer in the folder; its rows were removed")
+    claimed = {traces[f]: f for f in traces if f in present}
+    for file in files:
+        options: dict = {}
+        try:
+            options = raw_options(file)
+            if identity.get(str(file)) == (sha256_of(file), canonical(options)):
+                continue
+            owner = claimed.get(trace_name(file))
+            if owner not in (None, str(file)):
+                outcome.failed[file.name] = (f"{file}: its trace name {trace_name(file)!r} is taken"
+                                             f" by {owner}; rename one")
+                continue
+            result = read_trace(file, **file_options(file))
+        except (TraceFormatError, ValueError) as exc:
+            outcome.failed[file.name] = _with_sidecar(str(exc), file, options)
+            continue
+        except OSError as exc:  # unreadable (permissions, I/O): this file fails alone
+            outcome.failed[file.name] = f"{file}: cannot be read ({exc.strerror or exc})"
+            continue
+        replace_file(conn, result, traces.get(str(file)), canonical(options))
+        claimed[result.trace] = str(file)
+        outcome.added.append(result.file_row())
+        log(f"{file.name}: {result.format}, {result.rows_read} rows read, "
+            f"{result.rows.height} accepted, {result.rejected.height} rejected")
+    return outcome
+
+
+def _with_sidecar(message: str, file: Path, options: dict) -> str:
+    """`message`, pointing at the file's sidecar where its options came from one."""
+    sidecar = str(sidecar_of(file))
+    return f"{message} (options from {sidecar})" if options and sidecar not in message else message
