@@ -35,7 +35,8 @@ KV_CAPACITY = Path(__file__).resolve().parent / "validation" / "trtllm_kv_capaci
 def print_step_timings(catalog, path: str, gpu: str) -> None:
     timed = validate_step_timings(catalog, pl.read_csv(path), gpu)
     print(timed.select("case", "shape", "phase", "mode", "batch", "context_tokens", "new_tokens",
-                       "attention_backend", pl.col("median_s") * 1e3, pl.col("model_s") * 1e3,
+                       "attention_backend", (pl.col("median_s") * 1e3).alias("median_ms"),
+                       (pl.col("model_s") * 1e3).alias("model_ms"),
                        pl.col("error").round(3), pl.col("bandwidth_fraction").round(3),
                        "status"))
     print(timed.filter(pl.col("error").is_not_null())

@@ -63,7 +63,8 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
             outcome.failed[file.name] = _with_sidecar(str(exc), file, options)
             continue
         except OSError as exc:  # unreadable (permissions, I/O): this file fails alone
-            outcome.failed[file.name] = f"{file}: cannot be read ({exc.strerror or exc})"
+            outcome.failed[file.name] = (f"{exc.filename or file}: cannot be read"
+                                         f" ({exc.strerror or exc})")
             continue
         replace_file(conn, result, traces.get(str(file)), canonical(options))
         claimed[result.trace] = str(file)

@@ -55,9 +55,13 @@ def _print_summary(top: int) -> int:
                      if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever",
                                   "cost_lever")}
     what_if_columns = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "change"}
-    missing = [f.name for f in trace_files(settings.trace_dir()) if str(f) not in ingested]
+    folder = settings.trace_dir()
+    # only for the folder the warehouse was built from (a summary run by hand with another
+    # FLEETSPEND_TRACE_DIR would otherwise call every file missing)
+    built_here = any(Path(file).parent == folder for file in ingested)
+    missing = [f.name for f in trace_files(folder) if str(f) not in ingested] if built_here else []
     if missing:
-        print(f"\n== Not in the warehouse: {len(missing)} file(s) of {settings.trace_dir()} ==\n"
+        print(f"\n== Not in the warehouse: {len(missing)} file(s) of {folder} ==\n"
               f"{', '.join(missing)}\n(a file the last run could not ingest, whose reason is on"
               f" its every_trace_file_ingested check and in the run log, or one added since)")
     if caveats:

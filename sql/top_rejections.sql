@@ -1,7 +1,6 @@
--- The most frequent rejection reasons per file (what to fix when a log yields no usable rows),
--- with one example line each.
-SELECT source_file, reason, count(*) AS rows_rejected, min(line) AS first_line
+-- Every file with rejected rows: how many, and its first two rejected lines with their reasons
+-- (what to fix when a folder yields no usable row).
+SELECT source_file, count(*) OVER (PARTITION BY source_file) AS rows_rejected, line, reason
 FROM rejected_requests
-GROUP BY source_file, reason
-ORDER BY rows_rejected DESC, source_file, reason
-LIMIT 5;
+QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY line) <= 2
+ORDER BY source_file, line;

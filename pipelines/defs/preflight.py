@@ -18,9 +18,8 @@ from pathlib import Path
 import yaml
 
 from pipelines import settings
-from pipelines.defs.replay.assets import ReplayConfig
+from pipelines.defs.replay.assets import ReplayConfig, replay_options
 from pipelines.preflight import ConfigurationError, RunChoices, preflight
-from pipelines.replay.engine import ROUTERS
 from pipelines.roofline.calibration import REQUEST_METRICS
 
 REPLAY_OP = "replayed_fleet"
@@ -66,19 +65,6 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
             problems.append(f"run config {where}.fit_metrics: {metrics!r}, expected a list of "
                             f"some of {list(REQUEST_METRICS)}")
     return chosen
-
-
-def replay_options(cfg: dict, where: str, problems: list[str]) -> None:
-    """The options the replay takes besides its deployment: `router` (also the calibration's)
-    and `timeline_bin_s` (ReplayConfig, CalibrationConfig)."""
-    if "router" in cfg and cfg["router"] not in ROUTERS:
-        problems.append(f"run config {where}.router: {cfg['router']!r}, expected one of"
-                        f" {', '.join(ROUTERS)}")
-    if "timeline_bin_s" in cfg:
-        value = cfg["timeline_bin_s"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            problems.append(f"run config {where}.timeline_bin_s: {value!r}, expected a positive"
-                            f" number of seconds")
 
 
 def run_choices(run_config) -> RunChoices:

@@ -23,7 +23,10 @@ def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
     """The non-blank lines, with `bad` set where a line is not one JSON object. A file whose
     first line is not a JSON object is not a JSONL log at all."""
     _, first = first_line(plain, shown, expected)
-    if not first.strip().startswith("{") or pl.Series([first]).str.json_path_match("$")[0] is None:
+    line = pl.Series([first])
+    parsed = line.str.json_path_match("$")[0] is not None
+    non_finite = line.str.contains(NON_FINITE)[0]  # an object, but for NaN: a row to reject
+    if not first.strip().startswith("{") or not (parsed or non_finite):
         raise TraceFormatError(f"{shown}: the first line {first[:80]!r} is not a JSON object; expected {expected}")
     whole = pl.col("raw").str.json_path_match("$")
     invalid = whole.is_null() | ~pl.col("raw").str.strip_chars().str.starts_with("{")
@@ -51,11 +54,13 @@ def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
 
 def whole_number(column: str) -> pl.Expr:
     """A count from a whole JSON document as Int64; null when it is not a whole number in range.
-    pl.read_json types a column Int64, Float64 (one 100.7 makes 5 read as 5.0) or String (mixed
-    types, where 100.0 may read "100.0"): 100.7 must be rejected, never truncated to 100 as a
-    plain cast would. The exact cast comes first, so a large integer keeps every digit."""
+    pl.read_json types a column Int64, Float64 (one 100.7 makes 5 read as 5.0), Boolean or String
+    (mixed types, where 100.0 may read "100.0"): 100.7 must be rejected, never truncated to 100
+    as a plain cast would, and true is not 1 token. The exact cast comes first, so a large
+    integer keeps every digit."""
     value = pl.col(column).cast(pl.Float64, strict=False)
-    return pl.when(value == value.floor()).then(
+    boolean = pl.col(column).cast(pl.String, strict=False).is_in(["true", "false"])  # not a count
+    return pl.when((value == value.floor()) & ~boolean).then(
         pl.coalesce(pl.col(column).cast(pl.Int64, strict=False), value.cast(pl.Int64, strict=False)))
 
 

@@ -194,14 +194,14 @@ def replay_fleet(
         raise ReplayError(f"bin_s={bin_s!r}: expected a positive number of seconds")
     sched = deployment.scheduler
     hash_tokens = MOONCAKE_HASH_TOKENS if hash_tokens is None else hash_tokens
-    if hash_tokens < 1 or hash_tokens % sched.kv_block_tokens:
-        raise ReplayError(f"hash_tokens={hash_tokens}: expected a positive multiple of the KV "
-                          f"block size of {deployment.name!r} ({sched.kv_block_tokens} tokens)")
     frame = _validated(requests, deployment)
     if frame.height == 0:
         raise ReplayError("no requests to replay")
     _check_span(frame, deployment, bin_s)
     offsets, hashes = _prefix_hashes(frame)
+    if hashes.size and (hash_tokens < 1 or hash_tokens % sched.kv_block_tokens):
+        raise ReplayError(f"hash_tokens={hash_tokens}: expected a positive multiple of the KV "
+                          f"block size of {deployment.name!r} ({sched.kv_block_tokens} tokens)")
     # Int64 columns pass to the engine without a copy
     cached = (frame["cached_tokens"].fill_null(0).cast(pl.Int64).to_numpy()
               if "cached_tokens" in frame.columns else np.zeros(frame.height, np.int64))

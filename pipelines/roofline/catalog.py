@@ -60,10 +60,12 @@ REQUIRED_COLUMNS = {
 KEY_COLUMNS = {"gpus": ("gpu",), "gpu_efficiency": ("family", "stack"), "models": ("model",),
                "prices": ("gpu", "provider", "plan"), "deployments": ("deployment",)}
 # The REQUIRED_COLUMNS that may be left empty in a row: peaks a GPU does not have, MLA ranks of
-# models without MLA. Every other required value must be there.
+# models without MLA, a deployment's price plan (its GPU's default then). Every other required
+# value must be there.
 MAY_BE_EMPTY = {
     "gpus": ("fp8_tflops", "int8_tops", "fp4_tflops"),
     "models": ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim"),
+    "deployments": ("price_provider", "price_plan"),  # empty: the GPU's default price
 }
 
 

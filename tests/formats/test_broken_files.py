@@ -527,3 +527,21 @@ def test_jsonl_nan_and_infinity_get_their_own_reason(tmp_path):
         (2, "a NaN or Infinity value: non-finite numbers are not JSON and are not accepted"),
         (3, "a NaN or Infinity value: non-finite numbers are not JSON and are not accepted"),
         (4, "not a JSON object (a torn or corrupt line)")]
+
+
+def test_jsonl_nan_on_the_first_line_is_a_rejected_row_not_a_failed_file(tmp_path):
+    path = write(tmp_path / "m.jsonl", '{"timestamp": NaN, "input_length": 600, "output_length": 3}\n'
+                 + MOONCAKE_LINE)
+    result = read_trace(path, format="mooncake")
+    assert result.rows_read == 2 and result.rows.height == 1
+    assert result.rejected.select("line", "reason").rows() == [
+        (1, "a NaN or Infinity value: non-finite numbers are not JSON and are not accepted")]
+
+
+def test_a_boolean_is_not_a_token_count(tmp_path):
+    path = write(tmp_path / "l.json", json.dumps([{"number_input_tokens": True, "number_output_tokens": 10,
+                                                   "end_to_end_latency_s": 2.0}]))
+    result = read_trace(path)
+    assert result.rows.height == 0
+    assert result.rejected["reason"].to_list() == [
+        "number_input_tokens is not a whole number in range: 'true'"]

@@ -255,3 +255,18 @@ def test_ingest_folder_works_without_dagster(inbox, tmp_path):
     assert second.removed == [str(inbox / "AzureLLMInferenceTrace_code.csv")]
     assert lines[0] == "AzureLLMInferenceTrace_code.csv: azure-llm, 8819 rows read, 8819 accepted, 0 rejected"
     assert lines[1].endswith("no longer in the folder; its rows were removed")
+
+
+def test_an_unreadable_sidecar_is_named_not_its_log(inbox, tmp_path, monkeypatch):
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox)
+    sidecar = inbox / "AzureLLMInferenceTrace_code.csv.fleetspend.json"
+
+    def raw_options(path):
+        raise PermissionError(13, "Permission denied", str(sidecar))
+
+    monkeypatch.setattr(ingest_folder, "raw_options", raw_options)
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_tables(conn)
+        outcome = ingest_folder.ingest_folder(conn, trace_files(inbox))
+    assert outcome.failed == {"AzureLLMInferenceTrace_code.csv": f"{sidecar}: cannot be read"
+                                                                 f" (Permission denied)"}

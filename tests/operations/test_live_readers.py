@@ -1,7 +1,8 @@
 """Readers never block writers, and see only complete results: two real processes.
 
 An analyst's `duckdb` shell (read-only, or read-write as it opens by default) is open on the
-published warehouse while `dagster asset materialize` runs from the command line, as cron does.
+published warehouse while `dagster asset materialize` runs from the command line (cron runs the
+nightly job through `dagster job execute`: the same run, the same publish).
 The run must succeed, the open session keeps its complete old results, every session opened
 during the run sees the old or the new results whole, and sessions opened afterwards see the new
 ones. (A read-write shell locks the file it opened against other sessions — DuckDB's rule, one

@@ -181,6 +181,9 @@ def test_summary_names_trace_files_the_warehouse_lacks(demo_run, monkeypatch, ca
     out = capsys.readouterr().out
     assert "== Not in the warehouse: 1 file(s) of " in out and "\nbroken.csv\n" in out
     assert out.index("Not in the warehouse") < out.index("$")
+    # run by hand with another trace folder: the warehouse was not built from it, nothing listed
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(demo_run))
+    assert summary.main() == 0 and "Not in the warehouse" not in capsys.readouterr().out
 
 
 def test_summary_of_report_tables_from_an_older_release_says_rebuild(demo_run, tmp_path,

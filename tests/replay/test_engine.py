@@ -320,8 +320,13 @@ def test_prefix_blocks_are_per_replica(catalog):
 
 
 def test_hash_tokens_must_be_whole_kv_blocks(seed):
-    with pytest.raises(ReplayError, match="hash_tokens"):
-        replay_fleet(_requests([0.0], [100], [5]), seed, hash_tokens=500)
+    """Where the log has prefix hashes; a log without them never reads the size (a deployment
+    whose KV block does not divide Mooncake's 512 still replays it)."""
+    hashed = _requests([0.0], [100], [5]).with_columns(
+        prefix_hashes=pl.Series([[7]], dtype=pl.List(pl.Int64)))
+    with pytest.raises(ReplayError, match="hash_tokens=500"):
+        replay_fleet(hashed, seed, hash_tokens=500)
+    assert replay_fleet(_requests([0.0], [100], [5]), seed, hash_tokens=500).stages.height == 1
     with pytest.raises(ReplayError, match="router"):
         replay_fleet(_requests([0.0], [100], [5]), seed, router="random")
 

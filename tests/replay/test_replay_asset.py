@@ -118,7 +118,7 @@ def test_a_mooncake_log_is_ingested_and_replayed_with_its_prefix_hashes(tmp_path
     assert (stages["cached_hit_tokens"] % 512 == 0).all() and stages["cached_hit_tokens"].sum() > 0
 
 
-def test_a_folder_whose_every_row_is_rejected_says_the_commonest_reasons(tmp_path, monkeypatch):
+def test_a_folder_whose_every_row_is_rejected_names_each_file_and_its_first_reasons(tmp_path, monkeypatch):
     """Nothing to replay means nothing is published, so the rejected rows cannot be queried
     afterwards: the failure itself names the file, a line and the reason."""
     folder = tmp_path / "traces"
@@ -131,5 +131,21 @@ def test_a_folder_whose_every_row_is_rejected_says_the_commonest_reasons(tmp_pat
                             resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     message = failure.event_specific_data.error.message
-    assert "no requests to replay: every row of the trace files was rejected; commonest:" in message
-    assert "bad.csv line 2: ContextTokens is -5" in message and "bad.csv line 3: ContextTokens is -7" in message
+    assert ("no requests to replay: every row of the trace files was rejected: bad.csv: 2 rows"
+            " rejected, e.g. line 2: ContextTokens is -5") in message
+    assert "line 3: ContextTokens is -7" in message
+
+
+def test_bad_replay_options_fail_naming_each(tmp_path):
+    """Materialized without the preflight (a plain DuckDBResource), the asset runs its checks."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        _write_requests(conn, _requests("t", [100, 200]))
+    result = dg.materialize([replayed_fleet], raise_on_error=False,
+                            resources={"duckdb": DuckDBResource(database=str(path))},
+                            run_config={"ops": {"replayed_fleet": {"config": {
+                                "router": "fastest", "timeline_bin_s": 0.0}}}})
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert "ops.replayed_fleet.config.router: 'fastest', expected one of" in message
+    assert "ops.replayed_fleet.config.timeline_bin_s: 0.0, expected a positive number" in message

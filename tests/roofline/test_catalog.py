@@ -487,3 +487,10 @@ def test_attention_that_cannot_be_sized_is_named(copied, key, column, value, nam
     _set(copied, "models", key, column, value)
     with pytest.raises(CatalogError, match=rf"models.csv, row '{key}': {named}"):
         load_catalog(copied)
+
+
+def test_a_deployment_without_a_price_plan_takes_its_gpus_default(copied):
+    _set(copied, "deployments", "seed-example", "price_provider", None)
+    _set(copied, "deployments", "seed-example", "price_plan", None)
+    d = load_catalog(copied).deployment("seed-example")
+    assert (d.price_provider, d.price_plan) == ("coreweave", "on-demand")

@@ -6,8 +6,8 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices, replay_options
-from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT
+from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices
+from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT, replay_options
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
     REQUEST_METRICS,

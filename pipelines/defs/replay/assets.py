@@ -26,6 +26,20 @@ class ReplayConfig(dg.Config):
     router: str = "least_outstanding"
 
 
+def replay_options(cfg: dict, where: str, problems: list[str]) -> None:
+    """Problems of the options the replay takes besides its deployment: `router` (also the
+    calibration's) and `timeline_bin_s` (ReplayConfig, CalibrationConfig), appended to
+    `problems`; the preflight, this asset and the calibration asset check them alike."""
+    if "router" in cfg and cfg["router"] not in ROUTERS:
+        problems.append(f"run config {where}.router: {cfg['router']!r}, expected one of"
+                        f" {', '.join(ROUTERS)}")
+    if "timeline_bin_s" in cfg:
+        value = cfg["timeline_bin_s"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            problems.append(f"run config {where}.timeline_bin_s: {value!r}, expected a positive"
+                            f" number of seconds")
+
+
 def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | None]:
     """Tokens per prefix hash of each trace, as its format says (trace_files.prefix_block_tokens;
     Mooncake: 512, null where the format logs no hashes); the what-if replays use the same."""
@@ -35,15 +49,16 @@ def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | Non
 
 def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
     """Why the requests table is empty, in the user's terms: every row of every file rejected,
-    with the commonest reasons (the run publishes nothing, so rejected_requests is not there to
-    query afterwards)."""
-    reasons = run_sql(conn, "top_rejections").fetchall()
-    if not reasons:
+    with each file's first rejected lines (the run publishes nothing, so rejected_requests is
+    not there to query afterwards)."""
+    files: dict[str, list] = {}
+    for file, count, line, reason in run_sql(conn, "top_rejections").fetchall():
+        files.setdefault(Path(file).name, [count]).append(f"line {line}: {reason}")
+    if not files:
         return "no requests to replay: no file of the trace folder has a usable row"
-    listed = "; ".join(f"{Path(file).name} line {line} and {count - 1:,} more: {reason}"
-                       if count > 1 else f"{Path(file).name} line {line}: {reason}"
-                       for file, reason, count, line in reasons)
-    return f"no requests to replay: every row of the trace files was rejected; commonest: {listed}"
+    listed = "; ".join(f"{name}: {count:,} rows rejected, e.g. {', '.join(examples)}"
+                       for name, (count, *examples) in files.items())
+    return f"no requests to replay: every row of the trace files was rejected: {listed}"
 
 
 @dg.multi_asset(
@@ -61,8 +76,10 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
     Each trace's results go to temporary staging tables; both tables are replaced together in
     one transaction at the end, so an interrupted or failed replay leaves the previous tables
     whole and a rerun starts clean."""
-    if config.router not in ROUTERS:
-        raise dg.Failure(f"replay config: router={config.router!r}, expected one of {', '.join(ROUTERS)}")
+    problems: list[str] = []
+    replay_options(config.model_dump(), "ops.replayed_fleet.config", problems)
+    if problems:  # the preflight names them first in a run through the warehouse resource
+        raise dg.Failure("; ".join(problems))
     try:
         deployment = load_catalog(settings.reference_dir()).deployment(config.deployment)
     except CatalogError as exc:
