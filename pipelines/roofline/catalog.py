@@ -472,9 +472,16 @@ def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
     `column` that `wrong` marks."""
     bad = frame.filter(frame[column].is_not_null() & wrong)
     if bad.height:
-        key, value = bad.row(0)[0], bad[column][0]
-        raise CatalogError(f"catalog file {file}, row {key!r}: {column}={value!r}: expected"
-                           f" {expected} (see data/reference/README.md)")
+        raise CatalogError(f"catalog file {file}, row {_row_key(bad, file)!r}:"
+                           f" {column}={bad[column][0]!r}: expected {expected} (see"
+                           f" data/reference/README.md)")
+
+
+def _row_key(rows: pl.DataFrame, file: Path) -> str:
+    """The first row's key as KEY_COLUMNS names it for the file's table ("h100-sxm / aws /
+    on-demand" in prices.csv, where the GPU alone names several rows)."""
+    columns = KEY_COLUMNS.get(file.stem, rows.columns[:1])
+    return " / ".join(str(rows[c][0]) for c in columns)
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
@@ -499,7 +506,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
             if column not in MAY_BE_EMPTY.get(table, ()):
                 empty = frame.filter(pl.col(column).is_null())
                 if empty.height:
-                    raise CatalogError(f"catalog file {file}, row {empty.row(0)[0]!r}: {column}"
+                    raise CatalogError(f"catalog file {file}, row {_row_key(empty, file)!r}: {column}"
                                        f" is empty: expected a value (see"
                                        f" data/reference/README.md)")
         keys = KEY_COLUMNS[table]

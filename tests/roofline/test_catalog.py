@@ -274,7 +274,7 @@ def _set(folder, table: str, key: str, column: str, value: str | None) -> None:
 def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copied, table, key,
                                                                           column):
     _set(copied, table, key, column, "lots")
-    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column}='lots':"
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}( / [^']+)?': {column}='lots':"
                                            r" expected a number"):
         load_catalog(copied)
 
@@ -310,7 +310,7 @@ def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copie
 def test_catalog_number_out_of_range_names_its_file_row_and_column(copied, table, key, column,
                                                                    value, expected):
     _set(copied, table, key, column, value)
-    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column}={expected}"):
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}( / [^']+)?': {column}={expected}"):
         load_catalog(copied)
 
 
@@ -320,7 +320,7 @@ def test_catalog_number_out_of_range_names_its_file_row_and_column(copied, table
 ])
 def test_catalog_switch_that_is_not_true_or_false_is_named(copied, table, key, column):
     _set(copied, table, key, column, "yes")
-    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}':"
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}( / [^']+)?':"
                                            rf" {column}='yes': expected true or false"):
         load_catalog(copied)
 
@@ -342,7 +342,7 @@ def test_a_switch_in_capitals_is_read_as_the_switch(copied):
 ])
 def test_catalog_value_left_empty_is_named(copied, table, key, column):
     _set(copied, table, key, column, None)
-    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}': {column} is empty:"
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}( / [^']+)?': {column} is empty:"
                                            r" expected a value"):
         load_catalog(copied)
 
@@ -485,7 +485,7 @@ def test_attention_that_cannot_be_sized_is_named(copied, key, column, value, nam
     """The attention kind decides how the KV cache is sized: a kind spelled otherwise was sized
     as GQA without a word, and an MLA row without its ranks failed with a TypeError."""
     _set(copied, "models", key, column, value)
-    with pytest.raises(CatalogError, match=rf"models.csv, row '{key}': {named}"):
+    with pytest.raises(CatalogError, match=rf"models.csv, row '{key}( / [^']+)?': {named}"):
         load_catalog(copied)
 
 
@@ -494,3 +494,13 @@ def test_a_deployment_without_a_price_plan_takes_its_gpus_default(copied):
     _set(copied, "deployments", "seed-example", "price_plan", None)
     d = load_catalog(copied).deployment("seed-example")
     assert (d.price_provider, d.price_plan) == ("coreweave", "on-demand")
+
+
+def test_a_price_row_is_named_by_its_whole_key(copied):
+    """A GPU names several rows of prices.csv: the message names the provider and plan too."""
+    prices = copied / "prices.csv"
+    prices.write_text(prices.read_text().replace("a100-80gb-sxm,coreweave,on-demand,2.70",
+                                                 "a100-80gb-sxm,coreweave,on-demand,-2.70"))
+    with pytest.raises(CatalogError, match=r"prices.csv, row 'a100-80gb-sxm / coreweave /"
+                                           r" on-demand': usd_per_gpu_hour=-2.7"):
+        load_catalog(copied)
