@@ -16,7 +16,7 @@ Times are seconds from the trace start (`arrival_s` = 0 at the first request).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -265,3 +265,34 @@ def replay(requests: pl.DataFrame, deployment: Deployment, *,
            router: str = "least_outstanding") -> pl.DataFrame:
     """One row per request with the `request_stages` columns (see module docstring)."""
     return replay_fleet(requests, deployment, router=router).stages
+
+
+def by_trace(requests: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The requests of each trace, in order of first appearance: every trace is replayed on a
+    fleet of its own (its requests share no replica with another trace's)."""
+    return {trace: frame for (trace,), frame
+            in requests.partition_by("trace", as_dict=True, maintain_order=True).items()}
+
+
+def replay_traces(
+    traces: Mapping[str, pl.DataFrame], deployment: Deployment, bin_s: float = 60.0, *,
+    router: str = "least_outstanding", hash_tokens: Mapping[str, int | None] | None = None,
+    transform: Callable[[pl.DataFrame], pl.DataFrame] = lambda frame: frame,
+    progress_for: Callable[[str], Callable[[int, int, float], None]] | None = None,
+) -> Iterator[tuple[str, pl.DataFrame, ReplayResult]]:
+    """(trace, its requests, its replay) for each trace on its own fleet of `deployment`,
+    lazily: one trace's result is held at a time when the caller is done with it before the
+    next. The baseline replay and the what-if replays both run through here, with the same
+    options: `hash_tokens` by trace (replay_fleet's default where a trace has none), `transform`
+    applied to each trace's requests (a what-if's request change), `progress_for(trace)` the
+    progress callback of that trace's replay. A ReplayError names the trace."""
+    hash_tokens = hash_tokens or {}
+    for trace, frame in traces.items():
+        try:
+            result = replay_fleet(transform(frame), deployment, bin_s, router=router,
+                                  hash_tokens=hash_tokens.get(trace),
+                                  progress=progress_for(trace) if progress_for else None)
+        except ReplayError as exc:
+            raise ReplayError(f"trace {trace}: {exc}") from None
+        yield trace, frame, result
+        del result  # not held while the next trace replays

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.replay import ReplayError, replay_fleet
+from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.api import STAGE_COLUMNS
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import Catalog
@@ -220,37 +220,37 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
 
     A scenario that does not apply to `baseline` (ScenarioNotApplicable) is not replayed: its
     runs carry the reason in `skipped`. A ReplayError becomes a ScenarioError naming the scenario."""
-    traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
-    hash_tokens = hash_tokens or {}
+    traces = by_trace(requests)
     for s in scenarios:
         try:
             deployment = scenario_deployment(catalog, baseline, s)
         except ScenarioNotApplicable as exc:
-            for (trace,), _ in traces.items():
+            for trace in traces:
                 yield ScenarioRun(_skipped_fleet(trace, s, baseline, str(exc)), iter(()))
             continue
         price = catalog.usd_per_gpu_hour(deployment)
-        for (trace,), frame in traces.items():
-            try:
-                result = replay_fleet(scenario_requests(frame, s), deployment, bin_s=bin_s,
-                                      router=router,
-                                      hash_tokens=hash_tokens.get(trace))
-            except ReplayError as exc:
-                raise ScenarioError(f"scenario {s.scenario!r}, trace {trace}: {exc}") from None
-            labels = (pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),
-                      pl.lit(deployment.name).alias("deployment"))
-            fleet = {
-                "trace": trace, "scenario": s.scenario, "description": s.description,
-                "change": change_text(baseline, s), "deployment": deployment.name, "gpu": deployment.gpu.gpu, "tp": deployment.tp,
-                "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
-                "replicas": deployment.replicas, "gpus_per_replica": deployment.gpus_per_replica,
-                "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
-                "output_cap": s.output_cap, "usd_per_gpu_hour": price, "span_s": result.span_s,
-                "idle_gpu_s": result.idle_gpu_s, "skipped": None,
-                "caveat": caveat_column(deployment),
-            }
-            yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
-            del result  # not held while the next trace replays
+        replays = replay_traces(traces, deployment, bin_s, router=router, hash_tokens=hash_tokens,
+                                transform=lambda frame, s=s: scenario_requests(frame, s))
+        try:
+            for trace, _, result in replays:
+                labels = (pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),
+                          pl.lit(deployment.name).alias("deployment"))
+                fleet = {
+                    "trace": trace, "scenario": s.scenario, "description": s.description,
+                    "change": change_text(baseline, s), "deployment": deployment.name,
+                    "gpu": deployment.gpu.gpu, "tp": deployment.tp,
+                    "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
+                    "replicas": deployment.replicas,
+                    "gpus_per_replica": deployment.gpus_per_replica,
+                    "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
+                    "output_cap": s.output_cap, "usd_per_gpu_hour": price,
+                    "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s, "skipped": None,
+                    "caveat": caveat_column(deployment),
+                }
+                yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
+                del result  # not held while the next trace replays
+        except ReplayError as exc:
+            raise ScenarioError(f"scenario {s.scenario!r}, {exc}") from None
 
 
 def _labelled(batches: Iterator[pl.DataFrame], labels: tuple[pl.Expr, ...]) -> Iterator[pl.DataFrame]:

@@ -12,7 +12,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from pipelines.formats import read_azure_csv
-from pipelines.replay import ReplayError, engine, replay, replay_fleet
+from pipelines.replay import ReplayError, by_trace, engine, replay, replay_fleet, replay_traces
 from pipelines.replay.api import _prefix_hashes
 from pipelines.roofline import load_catalog
 
@@ -386,3 +386,17 @@ def test_real_mooncake_excerpt_reuses_prefixes(catalog):
     plain = replay_fleet(requests.drop("prefix_hashes"), d)
     assert plain.cache_hit_rate == 0.0
     assert s["prefill_gpu_s"].sum() < plain.stages["prefill_gpu_s"].sum()
+
+
+def test_replay_traces_replays_each_trace_on_its_own_fleet_lazily(seed):
+    """The first trace's result comes before the second is replayed (one held at a time), and
+    a trace that cannot be replayed is named."""
+    requests = pl.concat([
+        _requests([0.0, 0.1], [100, 200], [5, 5]).with_columns(trace=pl.lit("a")),
+        _requests([0.0], [seed.kv_capacity_tokens], [5]).with_columns(trace=pl.lit("b")),
+    ])
+    replays = replay_traces(by_trace(requests), seed)
+    trace, frame, result = next(replays)
+    assert trace == "a" and frame.height == 2 and result.stages.height == 2
+    with pytest.raises(ReplayError, match=r"^trace b: 1 request\(s\) need more KV cache"):
+        next(replays)

@@ -10,7 +10,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.replay import ReplayError, replay_fleet
+from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows
@@ -85,43 +85,45 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
     except CatalogError as exc:
         raise dg.Failure(f"replay config: {exc}") from None
     with duckdb.get_connection() as conn:
-        requests = read_table(conn, "requests")
-        block_tokens = hash_tokens_by_trace(conn)
-        traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
-        del requests
+        traces = by_trace(read_table(conn, "requests"))
         if not traces:
             raise dg.Failure(_nothing_to_replay(conn))
-        hit_rates = {}
-        for number, ((trace,), frame) in enumerate(traces.items()):
+
+        def progress_for(trace: str):  # called as the trace's replay starts
             started = time.perf_counter()
 
-            def progress(routed: int, total: int, now: float, trace=trace, started=started) -> None:
+            def progress(routed: int, total: int, now: float) -> None:
                 context.log.info(f"{trace}: {routed:,} of {total:,} requests routed, "
                                  f"{now / 3600:.1f} h of traffic replayed in "
                                  f"{time.perf_counter() - started:.0f} s")
+            return progress
 
-            try:
-                result = replay_fleet(frame, deployment, bin_s=config.timeline_bin_s,
-                                      router=config.router, progress=progress,
-                                      hash_tokens=block_tokens.get(trace))
-            except ReplayError as exc:
-                raise dg.Failure(f"trace {trace}: {exc}") from None
-            labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
-                      "deployment": pl.lit(deployment.name)}
-            first = number == 0
-            for batch in result.stage_batches():
-                stage_rows(conn, "request_stages", batch.select(**labels, **{c: c for c in batch.columns}),
-                           first=first)
-                first = False
-            stage_rows(conn, "fleet_timeline",
-                       result.timeline.select(**labels, router=pl.lit(config.router),
-                                              **{c: c for c in result.timeline.columns}),
-                       first=number == 0)
-            hit_rates[trace] = result.cache_hit_rate
-            context.log.info(f"{trace}: replayed {frame.height:,} requests over {result.span_s:,.0f} s "
-                             f"on {deployment.replicas} x {deployment.gpus_per_replica} "
-                             f"{deployment.gpu.gpu} in {time.perf_counter() - started:.1f} s "
-                             f"(prefix-cache hit rate {result.cache_hit_rate:.1%})")
+        hit_rates, started = {}, time.perf_counter()
+        replays = replay_traces(traces, deployment, config.timeline_bin_s, router=config.router,
+                                hash_tokens=hash_tokens_by_trace(conn), progress_for=progress_for)
+        try:
+            for number, (trace, frame, result) in enumerate(replays):
+                labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
+                          "deployment": pl.lit(deployment.name)}
+                first = number == 0
+                for batch in result.stage_batches():
+                    stage_rows(conn, "request_stages",
+                               batch.select(**labels, **{c: c for c in batch.columns}), first=first)
+                    first = False
+                stage_rows(conn, "fleet_timeline",
+                           result.timeline.select(**labels, router=pl.lit(config.router),
+                                                  **{c: c for c in result.timeline.columns}),
+                           first=number == 0)
+                hit_rates[trace] = result.cache_hit_rate
+                context.log.info(f"{trace}: replayed {frame.height:,} requests over"
+                                 f" {result.span_s:,.0f} s on {deployment.replicas} x"
+                                 f" {deployment.gpus_per_replica} {deployment.gpu.gpu} in"
+                                 f" {time.perf_counter() - started:.1f} s (prefix-cache hit rate"
+                                 f" {result.cache_hit_rate:.1%})")
+                del result  # not held while the next trace replays
+                started = time.perf_counter()
+        except ReplayError as exc:
+            raise dg.Failure(str(exc)) from None
         publish_staged(conn, REPLAY_TABLES)
         for table in REPLAY_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata={
