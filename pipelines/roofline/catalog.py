@@ -512,9 +512,9 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         keys = KEY_COLUMNS[table]
         shared = frame.group_by(keys, maintain_order=True).len().filter(pl.col("len") > 1)
         if shared.height:
-            *key, count = shared.row(0)
-            raise CatalogError(f"catalog file {file}, row {' / '.join(map(str, key))!r}: {count}"
-                               f" rows share this {' / '.join(keys)}: expected each once")
+            raise CatalogError(f"catalog file {file}, row {_row_key(shared, file)!r}:"
+                               f" {shared['len'][0]} rows share this {' / '.join(keys)}: expected"
+                               f" each once")
         for column, rule in NUMBER_RANGES[table].items():
             if column not in frame.columns:
                 continue  # an optional column (a required one is there: checked above)

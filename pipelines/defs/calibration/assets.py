@@ -8,6 +8,7 @@ from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices
 from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT, replay_options
+from pipelines.replay import by_trace
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
     REQUEST_METRICS,
@@ -72,22 +73,22 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         run_sql(conn, "calibration_requests")
         requests = read_table(conn, "calibration_requests")
         buckets = read_table(conn, "shape_buckets")
-    traces = requests.partition_by("trace", as_dict=True, maintain_order=True)
-    observed = sorted(trace for (trace,) in traces)
+    traces = by_trace(requests)
+    observed = sorted(traces)
     unknown = sorted((set(config.deployments) | set(config.candidates)) - set(observed))
     if unknown:  # a typo would silently calibrate that trace on the default deployment
         raise dg.Failure(f"calibration config: deployments / candidates name trace(s) {unknown}"
                          f" with no observed latencies in the warehouse; traces with observed"
                          f" latencies: {', '.join(observed) or 'none'}")
     deployments = {}
-    for (trace,) in traces:
+    for trace in traces:
         names = config.candidates.get(trace) or [config.deployments.get(trace, config.deployment)]
         try:
             deployments[trace] = [catalog.deployment(name) for name in names]
         except CatalogError as exc:
             raise dg.Failure(f"calibration config: trace {trace}: {exc}") from None
     parameters, errors, summary, skipped, choices = [], [], {}, {}, {}
-    for (trace,), frame in traces.items():
+    for trace, frame in traces.items():
         offered = deployments[trace]
         hash_tokens = frame["prefix_block_tokens"][0]
         try:
