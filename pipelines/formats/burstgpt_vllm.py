@@ -19,7 +19,7 @@ import polars as pl
 
 from pipelines.formats.common import IngestResult, Policies, is_positive_number
 from pipelines.formats.jsonlog import json_records, whole_number
-from pipelines.formats.rows import Labels, finish
+from pipelines.formats.rows import Labels, field_text, finish
 
 FORMAT = "burstgpt-vllm"
 EXPECTED = ('a BurstGPT vLLM replay detail log (a JSON object of {"event_id", "in_len", "out_len", '
@@ -38,7 +38,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_
     entries = json_records(plain, shown, EXPECTED, NEEDED, "one JSON object of same-shaped entries",
                            lambda frame: frame.unpivot(variable_name="key").unnest("value"))
     number = {name: pl.col(name).cast(pl.Float64, strict=False) for name in CLOCKS}
-    text = {name: pl.col(name).cast(pl.String).fill_null("missing") for name in NEEDED}
+    text = {name: field_text(pl.col(name)) for name in NEEDED}
     parsed = entries.select(
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
         raw=pl.struct(pl.all().exclude("key")).struct.json_encode(),

@@ -28,7 +28,7 @@ import polars as pl
 from pipelines.formats.common import IngestResult, Policies, TraceFormatError
 from pipelines.formats.csvlog import header_and_rows, split_fields
 from pipelines.formats.jsonlog import object_rows
-from pipelines.formats.rows import Labels, finish
+from pipelines.formats.rows import Labels, field_text, finish
 from pipelines.formats.units import PER_SECOND, per_second
 
 REQUIRED = ("arrival", "prompt_tokens", "output_tokens")
@@ -132,8 +132,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
             **{TEXT[key]: pl.col(src).cast(pl.String) for key, src in columns.items()},
             **({"arrival": _utc(columns["arrival"], dtype)} if direct else {}),
         ).lazy()
-    for name in ("arrival_text", "prompt_text", "output_text"):
-        frame = frame.with_columns(pl.col(name).fill_null("missing"))
+    frame = frame.with_columns(field_text(pl.col(name)) for name in ("arrival_text", "prompt_text", "output_text"))
     labels = Labels(columns["arrival"], columns["prompt_tokens"], columns["output_tokens"],
                     cached=columns.get("cached_tokens", "cached tokens"),
                     ttft=columns.get("observed_ttft_s", "observed_ttft_s"),

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import TraceFormatError
+from pipelines.formats.rows import field_text
 from pipelines.formats.source import first_line, read_lines
 
 # A bare NaN / Infinity / -Infinity as a value: what Python's json.dumps writes for non-finite floats.
@@ -44,7 +45,7 @@ def value(path: str) -> pl.Expr:
 
 def text(path: str) -> pl.Expr:
     """The JSON value at `path` as text; 'missing' when absent or null (a field reasons quote)."""
-    return value(path).fill_null("missing")
+    return field_text(value(path))
 
 
 def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:

@@ -29,7 +29,7 @@ import polars as pl
 
 from pipelines.formats.common import MAX_SANE_LATENCY_S, IngestResult, Policies, is_count
 from pipelines.formats.jsonlog import json_records, whole_number
-from pipelines.formats.rows import Labels, finish
+from pipelines.formats.rows import Labels, field_text, finish
 
 FORMAT = "llmperf"
 EXPECTED = ("an LLMPerf per-request JSON array (objects with number_input_tokens, "
@@ -55,11 +55,11 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
         line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
         raw=pl.struct(pl.all()).struct.json_encode(),
         client=pl.int_range(pl.len()) % concurrency,
-        arrival_text=pl.col("end_to_end_latency_s").cast(pl.String).fill_null("missing"),
+        arrival_text=field_text(pl.col("end_to_end_latency_s")),
         prompt_tokens=whole_number("number_input_tokens"),
-        prompt_text=pl.col("number_input_tokens").cast(pl.String).fill_null("missing"),
+        prompt_text=field_text(pl.col("number_input_tokens")),
         output_tokens=whole_number("number_output_tokens"),
-        output_text=pl.col("number_output_tokens").cast(pl.String).fill_null("missing"),
+        output_text=field_text(pl.col("number_output_tokens")),
         observed_ttft_s=pl.col("ttft_s").cast(pl.Float64, strict=False),
         ttft_text=pl.col("ttft_s").cast(pl.String),
         observed_e2e_s=e2e,

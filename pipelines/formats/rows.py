@@ -49,6 +49,12 @@ from pipelines.formats.common import (
 UNQUOTABLE = "fails a check, and a field its reason would quote is missing or null (see the raw text)"
 
 
+def field_text(value: pl.Expr) -> pl.Expr:
+    """A field as the text its reasons quote (a reader's `*_text` columns): 'missing' where the
+    field is absent or null, since a null would leave the reason null (and the row with UNQUOTABLE)."""
+    return value.cast(pl.String).fill_null("missing")
+
+
 @dataclass(frozen=True)
 class Labels:
     """How the file names the arrival, prompt, output and cached fields (for reasons)."""
