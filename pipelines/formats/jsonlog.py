@@ -1,5 +1,7 @@
 """JSON logs. JSON Lines: one object per line, fields picked out by JSON path in Polars.
-Whole JSON documents (LLMPerf arrays, keyed objects): `json_records` loads them in one piece.
+Whole JSON documents (LLMPerf arrays, keyed objects): `json_records` loads them in one piece,
+with every bare true/false/NaN/Infinity read as text, so that such a value rejects its row
+instead of becoming a 1 or failing the whole file (`_bare_words_as_text`).
 
 A line that is not a JSON object is a rejected row ("not a JSON object"), not a failed file:
 JSONL files are appended to by running services and a torn last line is common. Blank lines are
@@ -8,6 +10,7 @@ skipped, not counted. A field's text is kept for the reason when it is not a usa
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +21,10 @@ from pipelines.formats.source import first_line, read_lines
 
 # A bare NaN / Infinity / -Infinity as a value: what Python's json.dumps writes for non-finite floats.
 NON_FINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,\]}]"
+# A whole JSON document as tokens: a string literal, a bare word, or a run of anything else (outside
+# a string, t, f, N and I only start a bare word, and '-' a negative number or -Infinity).
+JSON_TOKEN = r'(?s)"(?:[^"\\]|\\.)*"|NaN|-?Infinity|true|false|[^"tfNI-]+|.'
+BARE_WORDS = ("true", "false", "NaN", "Infinity", "-Infinity")
 
 
 def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
@@ -55,13 +62,12 @@ def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
 
 def whole_number(column: str) -> pl.Expr:
     """A count from a whole JSON document as Int64; null when it is not a whole number in range.
-    pl.read_json types a column Int64, Float64 (one 100.7 makes 5 read as 5.0), Boolean or String
-    (mixed types, where 100.0 may read "100.0"): 100.7 must be rejected, never truncated to 100
-    as a plain cast would, and true is not 1 token. The exact cast comes first, so a large
+    `json_records` types a column Int64, Float64 (one 100.7 makes 5 read as 5.0) or String (mixed
+    types, where 100.0 may read "100"; a bare true or NaN reads "true", "NaN"): 100.7 must be
+    rejected, never truncated to 100 as a plain cast would. The exact cast comes first, so a large
     integer keeps every digit."""
     value = pl.col(column).cast(pl.Float64, strict=False)
-    boolean = pl.col(column).cast(pl.String, strict=False).is_in(["true", "false"])  # not a count
-    return pl.when((value == value.floor()) & ~boolean).then(
+    return pl.when(value == value.floor()).then(
         pl.coalesce(pl.col(column).cast(pl.Int64, strict=False), value.cast(pl.Int64, strict=False)))
 
 
@@ -70,7 +76,8 @@ def json_records(plain: Path, shown: Path, expected: str, needed: tuple[str, ...
     """A whole JSON document as one row per record (`records` turns what pl.read_json gives
     into records); TraceFormatError naming the file if it is not `shape` or lacks `needed`."""
     try:
-        frame = records(pl.read_json(plain, infer_schema_length=None))
+        document = _bare_words_as_text(plain.read_bytes().decode("utf-8-sig"))
+        frame = records(pl.read_json(io.StringIO(document), infer_schema_length=None))
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise TraceFormatError(f"{shown}: not {shape} ({str(exc).splitlines()[0][:120]}); "
                                f"expected {expected}") from None
@@ -78,3 +85,17 @@ def json_records(plain: Path, shown: Path, expected: str, needed: tuple[str, ...
     if missing:
         raise TraceFormatError(f"{shown}: no field(s) {missing}; expected {expected}")
     return frame
+
+
+def _bare_words_as_text(document: str) -> str:
+    """`document` with every bare true, false, NaN, Infinity and -Infinity written as a JSON string.
+    pl.read_json alone reads `true` among numbers as 1 (a token count or a latency the log never
+    had), and refuses the whole document for one NaN (not JSON, but what Python's json.dumps writes
+    for a non-finite float). As text, the readers' non-strict casts make "true" null and "NaN" the
+    non-finite float it stands for, both of which the checks refuse: the row is rejected with the
+    field and its value in the reason, and the file's other rows are kept. Tokens rather than a
+    plain replace, so that a string saying "true" or "NaN" is left as written."""
+    token = pl.col("token")
+    tokens = pl.DataFrame({"token": [document]}).select(token.str.extract_all(JSON_TOKEN).explode())
+    return tokens.select(pl.when(token.is_in(BARE_WORDS)).then(pl.format('"{}"', token)).otherwise(token)
+                         .str.join()).item()

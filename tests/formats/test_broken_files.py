@@ -545,3 +545,74 @@ def test_a_boolean_is_not_a_token_count(tmp_path):
     assert result.rows.height == 0
     assert result.rejected["reason"].to_list() == [
         "number_input_tokens is not a whole number in range: 'true'"]
+
+
+# ---- whole-JSON formats: true/false among numbers, and NaN/Infinity, are the row's fault ----------
+
+NOT_LATENCY = "end_to_end_latency_s is not a latency in seconds (0 to 86400) to rebuild arrivals from"
+NOT_ARRIVAL = "record_time - total_chunk_time is not a number of seconds"
+
+
+@pytest.mark.parametrize(("reader", "field", "value", "reason"), [
+    (llmperf, "number_input_tokens", True, "number_input_tokens is not a whole number in range: 'true'"),
+    (llmperf, "number_output_tokens", False, "number_output_tokens is not a whole number in range: 'false'"),
+    (llmperf, "end_to_end_latency_s", True, f"{NOT_LATENCY}: 'true'"),
+    (llmperf, "ttft_s", False, "ttft_s is not a number: 'false'"),
+    (vllm, "in_len", True, "in_len is not a whole number in range: 'true'"),
+    (vllm, "out_len", False, "out_len / out_len_per_token is not a whole number in range: 'false'"),
+    (vllm, "first_chunk_time", False, "first_chunk_time is not a number: 'false'"),
+    (vllm, "total_chunk_time", True, f"{NOT_ARRIVAL}: '10.0 - true'"),
+    (vllm, "record_time", True, f"{NOT_ARRIVAL}: 'true - 1.0'"),
+])
+def test_a_boolean_among_numbers_is_a_rejected_row_not_a_one(tmp_path, reader, field, value, reason):
+    """pl.read_json alone reads `true` among numbers as 1 (a one-token prompt, a 1-second latency)."""
+    base = LLMPERF_ROW if reader is llmperf else VLLM_ROW
+    result = reader(tmp_path, [base, {**base, field: value}])
+    assert (result.rows_read, result.rows.height, result.rejected.height) == (2, 1, 1)
+    assert result.rejected.select("line", "reason").rows() == [(2, reason)]
+    assert result.requests.drop("request_id").equals(reader(tmp_path, [base]).requests.drop("request_id"))
+
+
+@pytest.mark.parametrize(("reader", "field", "value", "reason"), [
+    (llmperf, "number_input_tokens", float("nan"), "number_input_tokens is not a whole number in range: 'NaN'"),
+    (llmperf, "number_output_tokens", float("inf"), "number_output_tokens is not a whole number in range: 'Infinity'"),
+    (llmperf, "end_to_end_latency_s", float("-inf"), f"{NOT_LATENCY}: '-Infinity'"),
+    (llmperf, "ttft_s", float("nan"), "ttft_s is NaN: not a latency in seconds (0 to 86400)"),
+    (vllm, "in_len", float("inf"), "in_len is not a whole number in range: 'Infinity'"),
+    (vllm, "out_len", float("nan"), "out_len / out_len_per_token is not a whole number in range: 'NaN'"),
+    (vllm, "first_chunk_time", float("inf"), "first_chunk_time is inf: not a latency in seconds (0 to 86400)"),
+    (vllm, "total_chunk_time", float("nan"), f"{NOT_ARRIVAL}: '10.0 - NaN'"),
+    (vllm, "record_time", float("-inf"), f"{NOT_ARRIVAL}: '-Infinity - 1.0'"),
+])
+def test_nan_or_infinity_rejects_its_row_not_the_file(tmp_path, reader, field, value, reason):
+    """json.dumps writes NaN / Infinity for non-finite floats; they are not JSON, and pl.read_json
+    refuses the whole document for one of them."""
+    base = LLMPERF_ROW if reader is llmperf else VLLM_ROW
+    result = reader(tmp_path, [base, {**base, field: value}])
+    assert (result.rows_read, result.rows.height, result.rejected.height) == (2, 1, 1)
+    assert result.rejected.select("line", "reason").rows() == [(2, reason)]
+
+
+def test_nan_in_a_field_no_reader_uses_leaves_the_row_alone(tmp_path):
+    result = llmperf(tmp_path, [LLMPERF_ROW, {**LLMPERF_ROW, "inter_token_latency_s": float("nan")}])
+    assert (result.rows_read, result.rows.height, result.rejected.height) == (2, 2, 0)
+
+
+def test_true_and_nan_inside_a_text_field_are_text(tmp_path):
+    """Only bare values change: a string that says NaN or true (an error message, a generated
+    text, an escaped quote before them) is read as written."""
+    message = 'got NaN, true, \\"Infinity\\"'
+    result = llmperf(tmp_path, [LLMPERF_ROW, {**LLMPERF_ROW, "error_code": -100, "error_msg": message,
+                                              "GEN_TEXT": ': NaN, "x": true}'}], failed="reject")
+    assert result.rejected.select("line", "reason").rows() == [
+        (2, f"the request failed (error_code -100: {message}); option failed='reject'")]
+    assert json.loads(result.rejected["raw"][0])["GEN_TEXT"] == ': NaN, "x": true}'
+
+
+def test_whole_json_documents_are_read_as_utf8_with_or_without_a_bom(tmp_path):
+    body = json.dumps([LLMPERF_ROW, {**LLMPERF_ROW, "error_msg": "x" * 70_000 + "é"}], ensure_ascii=False)
+    assert read_trace(write(tmp_path / "bom.json", b"\xef\xbb\xbf" + body.encode())).rows.height == 2
+    path = write(tmp_path / "latin1.json", body.encode("latin-1"))   # past the 64 KiB head_text checks
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    assert str(info.value).startswith(f"{path}: not a JSON array of objects ('utf-8' codec can't decode byte 0xe9")
