@@ -82,11 +82,12 @@ def head_text(path: Path, shown: Path, expected: str) -> str:
     if b"\x00" in head:
         raise TraceFormatError(f"{shown}: binary data, not a text log; expected {expected}")
     try:
-        return head.decode("utf-8-sig")
+        text = head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if len(head) == HEAD_BYTES and exc.start >= HEAD_BYTES - 3:
-            return head[:exc.start].decode("utf-8-sig")  # a character cut at the 64 KiB edge
-        raise TraceFormatError(f"{shown}: not UTF-8 text (byte {exc.start}); expected {expected}") from None
+        if len(head) < HEAD_BYTES or exc.start < HEAD_BYTES - 3:
+            raise TraceFormatError(f"{shown}: not UTF-8 text (byte {exc.start}); expected {expected}") from None
+        text = head[:exc.start].decode("utf-8")  # a character cut at the 64 KiB edge
+    return text.removeprefix("\ufeff")   # not utf-8-sig: it counts exc.start from after the BOM
 
 
 def first_line(plain: Path, shown: Path, expected: str) -> tuple[int, str]:

@@ -110,6 +110,14 @@ def test_bom_and_mixed_line_endings(tmp_path):
     assert result.requests["output_tokens"].to_list() == [10, 11, 12]
 
 
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["no-bom", "bom"])
+def test_a_character_cut_at_the_64_kib_edge_is_not_an_encoding_error(tmp_path, bom):
+    """The format check reads the first 64 KiB, which may end inside a two-byte character."""
+    prefix = bom + f"{HEADER}\n2023-11-16 18:17:03.0000000,4,5\n2023-11-16 18:17:04.0000000,4,".encode()
+    content = prefix + b"x" * (65_535 - len(prefix)) + "é\n".encode()   # 'é' is bytes 65,535 and 65,536
+    result = read_trace(write(tmp_path / "edge.csv", content))
+    assert (result.rows_read, result.rows.height, result.rejected.height) == (2, 1, 1)
+
 def test_huge_integers_nan_and_inf(tmp_path):
     path = azure(tmp_path, "huge.csv", [
         "2023-11-16 18:17:03.0000000,99999999999999999999999,10",
