@@ -11,6 +11,8 @@ skipped, not counted. A field's text is kept for the reason when it is not a usa
 from __future__ import annotations
 
 import io
+import json
+import re
 from pathlib import Path
 
 import polars as pl
@@ -77,7 +79,8 @@ def json_records(plain: Path, shown: Path, expected: str, needed: tuple[str, ...
     into records); TraceFormatError naming the file if it is not `shape` or lacks `needed`."""
     try:
         document = _bare_words_as_text(plain.read_bytes().decode("utf-8-sig"))
-        frame = records(pl.read_json(io.StringIO(document), infer_schema_length=None))
+        frame = _in_file_order(pl.read_json(io.StringIO(document), infer_schema_length=None), document)
+        frame = records(frame)
     except (pl.exceptions.PolarsError, ValueError) as exc:
         raise TraceFormatError(f"{shown}: not {shape} ({str(exc).splitlines()[0][:120]}); "
                                f"expected {expected}") from None
@@ -94,8 +97,22 @@ def _bare_words_as_text(document: str) -> str:
     for a non-finite float). As text, the readers' non-strict casts make "true" null and "NaN" the
     non-finite float it stands for, both of which the checks refuse: the row is rejected with the
     field and its value in the reason, and the file's other rows are kept. Tokens rather than a
-    plain replace, so that a string saying "true" or "NaN" is left as written."""
+    plain replace, so that a string saying "true" or "NaN" is left as written (most logs have none
+    of these words at all, and skip the tokenizing)."""
+    if not re.search("true|false|NaN|Infinity", document):
+        return document
     token = pl.col("token")
     tokens = pl.DataFrame({"token": [document]}).select(token.str.extract_all(JSON_TOKEN).explode())
     return tokens.select(pl.when(token.is_in(BARE_WORDS)).then(pl.format('"{}"', token)).otherwise(token)
                          .str.join()).item()
+
+
+def _in_file_order(frame: pl.DataFrame, document: str) -> pl.DataFrame:
+    """`frame` (what pl.read_json made of `document`) with a top-level object's keys, one column
+    each, in the order the file writes them. pl.read_json keeps that order for up to 32 keys and
+    scrambles it beyond (differently from one process to the next), while a keyed log's rows are
+    numbered in file order (BurstGPT-vLLM: completion order) and must number the same on every
+    run. Python's json parser keeps a document's key order; arrays need nothing."""
+    if not document.lstrip().startswith("{"):
+        return frame
+    return frame.select(list(json.loads(document)))

@@ -601,6 +601,16 @@ def test_nan_or_infinity_rejects_its_row_not_the_file(tmp_path, reader, field, v
     assert result.rejected.select("line", "reason").rows() == [(2, reason)]
 
 
+def test_a_keyed_log_numbers_its_rows_in_file_order_beyond_32_keys(tmp_path):
+    """pl.read_json keeps an object's key order up to 32 keys and scrambles it beyond (the public
+    detail logs have 500): rows are numbered in the file's order, the same on every run."""
+    keys = [str(k) for k in (7, 3, 91, 0, 12, *range(100, 140))]   # not sorted, not numeric order
+    entries = {key: {**VLLM_ROW, "event_id": int(key), "in_len": 100 + i} for i, key in enumerate(keys)}
+    path = write(tmp_path / "detail_log.json", json.dumps(entries))
+    result = read_trace(path, out_len_per_token=6.5)
+    assert result.rows.sort("line")["prompt_tokens"].to_list() == [100 + i for i in range(len(keys))]
+
+
 def test_nan_in_a_field_no_reader_uses_leaves_the_row_alone(tmp_path):
     result = llmperf(tmp_path, [LLMPERF_ROW, {**LLMPERF_ROW, "inter_token_latency_s": float("nan")}])
     assert (result.rows_read, result.rows.height, result.rejected.height) == (2, 2, 0)
