@@ -1,7 +1,8 @@
 """The report at scale: a synthetic trace (shapes drawn from the conv sample, Poisson arrivals at
 45 requests/s, as in replay_bench.py) replayed as baseline and as one what-if scenario, then
-every report SQL step and the charts, timed. Charts are drawn from the aggregated tables, so
-their size does not grow with the trace. Run: `.venv/bin/python bench/report_bench.py [N]`."""
+every report SQL step (the report assets' own, pipelines/reports/sql_tables.py), timed per table,
+and the charts. Charts are drawn from the aggregated tables, so their size does not grow with the
+trace. Run: `.venv/bin/python bench/report_bench.py [N]`."""
 
 from __future__ import annotations
 
@@ -18,14 +19,12 @@ from bench.replay_bench import REPLICAS_AT_70_PCT, synthetic
 from pipelines.replay import replay_fleet
 from pipelines.reports.charts import report_charts
 from pipelines.reports.scenarios import FLEET_SCHEMA, Scenario, replay_scenarios
+from pipelines.reports.sql_tables import SQL_TABLES
 from pipelines.reports.text import ReportTables
 from pipelines.roofline import load_catalog
 from pipelines.roofline.catalog import load_shape_buckets
 from pipelines.settings import reference_dir
 from pipelines.warehouse import run_sql, write_table
-
-STEPS = ("deployment_prices", "request_costs", "request_shapes", "shape_spend", "stage_breakdown",
-         "chargeback", "fleet_summary", "fleet_timeline_minute", "what_if")
 
 
 def main(n: int) -> None:
@@ -53,10 +52,12 @@ def main(n: int) -> None:
         write_table(conn, "fleet_timeline", base.timeline.select(*labels, *base.timeline.columns))
         write_table(conn, "scenario_stages", stages)
         write_table(conn, "scenario_fleets", fleets)
-        for step in STEPS:
+        for table in SQL_TABLES:  # the assets' steps, in an order valid without Dagster
             start = time.perf_counter()
-            run_sql(conn, step)
-            print(f"  sql/{step}.sql: {time.perf_counter() - start:.2f} s")
+            for step in table.steps:
+                run_sql(conn, step)
+            steps = ", ".join(f"sql/{step}.sql" for step in table.steps)
+            print(f"  {table.name} ({steps}): {time.perf_counter() - start:.2f} s")
         tables = ReportTables.read(conn)
     start = time.perf_counter()
     specs = {stem: chart.to_dict() for stem, chart in report_charts(tables).items()}

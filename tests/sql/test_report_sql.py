@@ -7,6 +7,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from pipelines.reports.sql_tables import SQL_TABLES
 from pipelines.settings import reference_dir
 from pipelines.warehouse import run_sql, write_table
 
@@ -53,10 +54,9 @@ def conn():
             "change": ["replicas 2 → 1", "weights bf16 → fp8"],
             "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
             "idle_gpu_s": [4.5, None], "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
-        for step in ("deployment_prices", "request_costs", "request_shapes", "shape_spend",
-                     "fleet_summary", "stage_breakdown", "chargeback", "fleet_timeline_minute",
-                     "what_if"):
-            run_sql(c, step)
+        for table in SQL_TABLES:  # the report assets' steps, in the order the bench runs them
+            for step in table.steps:
+                run_sql(c, step)
         yield c
 
 

@@ -1,5 +1,6 @@
 """Reports: SQL steps over the replay (costs, shape ranking, stage breakdown, chargeback, fleet
-summary and timeline, what-if), the charts, report.md and report.html."""
+summary and timeline, what-if; which steps build which table: pipelines/reports/sql_tables.py),
+the charts, report.md and report.html."""
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -8,53 +9,29 @@ from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.reports.charts import load_chart_specs, report_charts, save_chart
 from pipelines.reports.html import report_html
-from pipelines.reports.text import CHARTS, ReportTables, headline, report_markdown
+from pipelines.reports.sql_tables import SQL_TABLES, SqlTable
+from pipelines.reports.text import CHARTS, REPORT_TABLES, ReportTables, headline, report_markdown
 from pipelines.warehouse import run_sql, scalar
 
 
-def sql_table_asset(name: str, steps: tuple[str, ...], deps: list[str], description: str):
-    """An asset that runs sql/<step>.sql for each step (the last creates table `name`)."""
+def sql_table_asset(table: SqlTable) -> dg.AssetsDefinition:
+    """The asset of one report table: its sql/ steps, run on the run's warehouse connection."""
 
-    @dg.asset(name=name, group_name="reports", deps=deps, description=description)
+    @dg.asset(name=table.name, group_name="reports", deps=list(table.reads),
+              description=table.description)
     def _asset(duckdb: DuckDBResource) -> dg.MaterializeResult:
         with duckdb.get_connection() as conn:
-            for step in steps:
+            for step in table.steps:
                 run_sql(conn, step)
-            return dg.MaterializeResult(metadata=table_metadata(conn, name))
+            return dg.MaterializeResult(metadata=table_metadata(conn, table.name))
 
     return _asset
 
 
-request_costs = sql_table_asset(
-    "request_costs", ("deployment_prices", "request_costs"), ["request_stages", "roofline", "prices"],
-    "request_stages joined with the price book: $ per stage and in total",
-)
-shape_spend = sql_table_asset(
-    "shape_spend", ("request_shapes", "shape_spend"), ["request_costs", "shape_buckets"],
-    "Request shapes (prompt x output bucket) ranked by share of spend: stages, bound and lever",
-)
-stage_breakdown = sql_table_asset(
-    "stage_breakdown", ("stage_breakdown",), ["shape_spend"],
-    "Per shape and overall: each stage's share of latency, GPU time and spend",
-)
-chargeback = sql_table_asset(
-    "chargeback", ("chargeback",), ["request_costs", "requests"],
-    "Attributed spend by model and by tenant (empty when the traces name neither)",
-)
-fleet_summary = sql_table_asset(
-    "fleet_summary", ("fleet_summary",), ["request_costs", "fleet_timeline"],
-    "Totals per trace and overall: tokens, GPU-hours, $ (attributed + idle), TTFT/TPOT percentiles",
-)
-fleet_timeline_minute = sql_table_asset(
-    "fleet_timeline_minute", ("fleet_timeline_minute",), ["request_costs", "fleet_timeline"],
-    "The fleet per trace and minute: utilization, sequences, KV use, queue, arrivals, $",
-)
-what_if = sql_table_asset(
-    "what_if", ("what_if",), ["scenario_stages", "scenario_fleets", "shape_spend", "fleet_summary"],
-    "Per scenario and shape: Δ spend and Δ p95 TTFT/TPOT of a what-if replay vs the baseline",
-)
-REPORT_DEPS = ["shape_spend", "stage_breakdown", "chargeback", "fleet_summary",
-               "fleet_timeline_minute", "what_if"]
+# A list of assets, which dg.load_assets_from_modules collects like any other asset of the module.
+sql_table_assets = [sql_table_asset(table) for table in SQL_TABLES]
+# The charts and the report read the tables ReportTables reads.
+REPORT_DEPS = list(REPORT_TABLES)
 
 
 @dg.asset(group_name="reports", deps=REPORT_DEPS)
