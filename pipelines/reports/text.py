@@ -90,6 +90,12 @@ def markdown_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
     return "\n".join([head, rule, *rows])
 
 
+# The fleet_summary columns summary_lines reads (pipelines/summary.py checks a warehouse has them).
+SUMMARY_LINE_COLUMNS = ("trace", "requests", "prompt_tokens", "output_tokens", "gpu_hours", "spend_usd",
+                        "idle_share", "idle_usd", "p50_ttft_s", "p95_ttft_s", "p50_tpot_s", "p95_tpot_s",
+                        "usd_per_1m_output_tokens")
+
+
 def summary_lines(summary: pl.DataFrame) -> list[str]:
     """One paragraph per trace (and for all traces) with the fleet's headline numbers."""
     lines = []
@@ -112,6 +118,16 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
     rows = what_if.filter((pl.col("shape") == "all") & (pl.col("delta_usd_per_day") < 0)
                           & (pl.col("delta_p95_ttft_s") <= 0) & (pl.col("delta_p95_tpot_s") <= 0))
     return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
+
+
+# Table -> the columns headline_facts (and best_scenario) read (pipelines/summary.py checks them).
+HEADLINE_COLUMNS = {
+    "stage_breakdown": ("shape", "stage", "pct_spend"),
+    "shape_spend": ("rank", "cum_pct_spend", "shape", "pct_spend", "dominant_stage", "lever"),
+    "fleet_summary": ("trace", "idle_share", "spend_usd"),
+    "what_if": ("shape", "scenario", "change", "delta_usd_per_day", "delta_pct", "delta_p95_ttft_s",
+                "delta_p95_tpot_s", "baseline_p95_ttft_s", "p95_ttft_s"),
+}
 
 
 def headline_facts(t: ReportTables) -> list[Fact]:

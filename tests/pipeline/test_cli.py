@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
+
+from pipelines.summary import READS
+from pipelines.summary import main as print_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
@@ -69,3 +73,41 @@ def test_summary_of_a_file_that_is_not_a_warehouse_names_it(tmp_path):
     summary = _run([sys.executable, "-m", "pipelines.summary"], env)
     assert summary.returncode == 1 and "Traceback" not in summary.stderr
     assert f"cannot read the warehouse {warehouse}" in summary.stderr
+
+
+def _hand_built_warehouse(path: Path, reads: dict[str, frozenset[str]]) -> None:
+    """A warehouse file holding the tables of `reads` with those columns and no rows: what the
+    summary checks before it reads anything."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(path)) as conn:
+        for table, columns in reads.items():
+            defined = ", ".join(f"{column} VARCHAR" for column in sorted(columns)) or "unused VARCHAR"
+            conn.execute(f"CREATE TABLE {table} ({defined})")
+
+
+def test_summary_of_a_warehouse_lacking_a_column_names_table_and_column(tmp_path):
+    env = _env(tmp_path)
+    warehouse = Path(env["FLEETSPEND_WAREHOUSE"])
+    _hand_built_warehouse(warehouse, {**READS, "what_if": READS["what_if"] - {"change"}})
+    run = _run([sys.executable, "-m", "pipelines.summary"], env)
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr == (f"fleetspend: {warehouse} lacks column change of table what_if, which the"
+                          " summary reads; rebuild the warehouse with this release (`make demo`, or"
+                          " the nightly job)\n")
+
+
+def test_summary_names_every_table_and_column_a_warehouse_lacks(tmp_path, monkeypatch, capsys):
+    warehouse = tmp_path / "old.duckdb"
+    reads = {table: columns for table, columns in READS.items() if table != "chargeback"}
+    _hand_built_warehouse(warehouse, {**reads, "fleet_summary": reads["fleet_summary"] - {"idle_usd"}})
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    assert print_summary() == 1
+    assert "lacks table chargeback; column idle_usd of table fleet_summary, which" in capsys.readouterr().err
+
+
+def test_summary_of_a_warehouse_without_report_tables_says_run_the_demo(tmp_path, monkeypatch, capsys):
+    warehouse = tmp_path / "ingested.duckdb"
+    _hand_built_warehouse(warehouse, {"trace_files": READS["trace_files"]})
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    assert print_summary() == 1
+    assert capsys.readouterr().err == f"fleetspend: {warehouse} has no report tables yet; run `make demo`\n"
