@@ -25,10 +25,18 @@ $(DAGSTER_HOME)/dagster.yaml:
 	mkdir -p $(DAGSTER_HOME)
 	printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
 
+# `dagster job execute` warns that it is superseded by `dg launch`, a command of the dagster-dg-cli
+# package, which this project does not install. Dagster 1.13's own CLI has no other command that
+# runs a job in this process and exits with the run's status (`dagster job launch` only queues the
+# run for the daemon and exits 0; `dagster asset materialize` is superseded too), so the demo and
+# the README keep it, and the demo ignores that one warning, matched by its message: every other
+# warning still shows (tests/pipeline/test_cli.py checks the filter still has a warning to hide).
+JOB_EXECUTE_WARNINGS := ignore:Function `job_execute_command` is superseded:FutureWarning
+
 # The nightly job: every asset but the on-demand calibration (README "Operating it").
 demo: install $(DAGSTER_HOME)/dagster.yaml
 	$(BIN)/python -m pipelines.defs.preflight
-	$(BIN)/dagster job execute -m pipelines.definitions -j nightly
+	PYTHONWARNINGS='$(JOB_EXECUTE_WARNINGS)' $(BIN)/dagster job execute -m pipelines.definitions -j nightly
 	$(BIN)/python -m pipelines.summary
 
 test: install browser
