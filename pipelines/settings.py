@@ -1,5 +1,5 @@
-"""Where things live. Every path can be moved with an environment variable; defaults stay inside
-the checkout, in folders git ignores."""
+"""Where things live, and what a run does when no run config says otherwise. Every setting is an
+environment variable; the default paths stay inside the checkout, in folders git ignores."""
 
 from __future__ import annotations
 
@@ -39,3 +39,14 @@ def nightly_cron() -> str:
     """When the nightly schedule runs: FLEETSPEND_NIGHTLY_CRON (5-field cron, UTC), default
     02:00 every day."""
     return os.environ.get("FLEETSPEND_NIGHTLY_CRON", "").strip() or "0 2 * * *"
+
+
+DEFAULT_DEPLOYMENT = "azure-2023-70b-h100"
+
+
+def deployment() -> str:
+    """The catalog deployment (deployments.csv) the traces are replayed on when a run's config
+    names none: FLEETSPEND_DEPLOYMENT, default the demo fleet. A setting, not only run config,
+    because the nightly schedule, the inbox sensor and a cron line each start runs of their own:
+    the fleet a user chose must hold for all of them."""
+    return os.environ.get("FLEETSPEND_DEPLOYMENT", "").strip() or DEFAULT_DEPLOYMENT

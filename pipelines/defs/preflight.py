@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from pipelines import settings
-from pipelines.defs.replay.assets import ReplayConfig, replay_options
+from pipelines.defs.replay.assets import replay_options
 from pipelines.preflight import ConfigurationError, RunChoices, preflight
 from pipelines.roofline.calibration import REQUEST_METRICS
 
@@ -67,6 +67,16 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
     return chosen
 
 
+def _default_deployment() -> tuple[str, str]:
+    """(where it came from, name) of the deployment a run replays on when its config names none:
+    the FLEETSPEND_DEPLOYMENT setting (so a typo there is named as that setting), else the
+    built-in default."""
+    name = settings.deployment()
+    if name == settings.DEFAULT_DEPLOYMENT:
+        return f"{REPLAY_OP}.deployment (default)", name
+    return "FLEETSPEND_DEPLOYMENT", name
+
+
 def run_choices(run_config) -> RunChoices:
     """The deployment names a run config chooses (any asset config field named `deployment`, and
     the calibration's per-trace `deployments`); the replay's, or its default when it names none,
@@ -90,8 +100,7 @@ def run_choices(run_config) -> RunChoices:
                                 f"expected a deployment name")
         if op == CALIBRATION_OP:
             chosen += calibration_choices(cfg, problems)
-    replay = next((c for c in chosen if c[0] == f"{REPLAY_OP}.deployment"),
-                  (f"{REPLAY_OP}.deployment (default)", ReplayConfig.model_fields["deployment"].default))
+    replay = next((c for c in chosen if c[0] == f"{REPLAY_OP}.deployment"), _default_deployment())
     return RunChoices(deployments=chosen if replay in chosen else [*chosen, replay], replay=replay,
                       problems=problems)
 

@@ -74,3 +74,14 @@ def test_nightly_job_runs_and_publishes(tmp_path, monkeypatch):
     assert "150 rows read, 150 accepted, 0 rejected" in text
     assert "replayed 150 requests" in text
     assert f"published {warehouse}" in text
+
+
+def test_tick_with_an_unknown_deployment_setting_is_skipped_naming_it(tmp_path, monkeypatch):
+    """The schedule's runs replay on FLEETSPEND_DEPLOYMENT: a typo there skips the tick with the
+    setting named, as the preflight names it for a cron line."""
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-exampel")
+    schedule = nightly_schedule("0 2 * * *", tmp_path / "wh" / "fleetspend.duckdb")
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = _evaluate(schedule, instance, dt.datetime(2026, 11, 30, 2, tzinfo=dt.timezone.utc))
+    assert not result.run_requests
+    assert "FLEETSPEND_DEPLOYMENT='seed-exampel': no such deployment" in result.skip_message

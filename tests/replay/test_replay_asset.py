@@ -65,6 +65,31 @@ def test_replay_replaces_both_tables(tmp_path):
     assert _tables(path) == {"requests", "trace_files", "request_stages", "fleet_timeline"}
 
 
+def test_the_deployment_setting_holds_for_runs_without_config_and_config_overrides_it(tmp_path,
+                                                                                    monkeypatch):
+    """The nightly schedule, the inbox sensor and a cron line start runs without run config: the
+    fleet the user chose (FLEETSPEND_DEPLOYMENT) must be the one they replay on."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("a", [100, 200]))
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-example")
+    result = _materialize(path)
+    assert result.success
+    assert result.asset_materializations_for_node("replayed_fleet")[0].metadata[
+        "deployment"].value == "seed-example"
+    with _connect(path) as conn:
+        assert set(read_table(conn, "request_stages")["deployment"]) == {"seed-example"}
+    chosen = dg.materialize([replayed_fleet], resources={"duckdb": DuckDBResource(database=str(path))},
+                            run_config={"ops": {"replayed_fleet": {"config": {
+                                "deployment": "splitwise-70b-a100-tp2"}}}})
+    with _connect(path) as conn:
+        assert set(read_table(conn, "request_stages")["deployment"]) == {"splitwise-70b-a100-tp2"}
+    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT")
+    assert chosen.success and _materialize(path).success
+    with _connect(path) as conn:
+        assert set(read_table(conn, "request_stages")["deployment"]) == {"azure-2023-70b-h100"}
+
+
 def test_a_failing_second_trace_leaves_the_previous_tables(tmp_path):
     path = tmp_path / "w.duckdb"
     with _connect(path) as conn:

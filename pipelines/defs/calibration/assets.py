@@ -7,7 +7,7 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices
-from pipelines.defs.replay.assets import DEFAULT_DEPLOYMENT, replay_options
+from pipelines.defs.replay.assets import replay_options
 from pipelines.replay import by_trace
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
@@ -28,7 +28,8 @@ ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,
 
 
 class CalibrationConfig(dg.Config):
-    deployment: str = DEFAULT_DEPLOYMENT
+    # the deployment of traces not named below; none: the FLEETSPEND_DEPLOYMENT setting
+    deployment: str | None = None
     # trace -> the deployment (deployments.csv) that served it; others use `deployment`
     deployments: dict[str, str] = {}
     # trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's): each
@@ -82,7 +83,7 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
                          f" latencies: {', '.join(observed) or 'none'}")
     deployments = {}
     for trace in traces:
-        names = config.candidates.get(trace) or [config.deployments.get(trace, config.deployment)]
+        names = config.candidates.get(trace) or [config.deployments.get(trace, config.deployment or settings.deployment())]
         try:
             deployments[trace] = [catalog.deployment(name) for name in names]
         except CatalogError as exc:

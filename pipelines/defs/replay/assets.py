@@ -15,13 +15,14 @@ from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows
 
-DEFAULT_DEPLOYMENT = "azure-2023-70b-h100"
 BASELINE = "baseline"
 REPLAY_TABLES = ["request_stages", "fleet_timeline"]
 
 
 class ReplayConfig(dg.Config):
-    deployment: str = DEFAULT_DEPLOYMENT
+    # the deployments.csv row to replay on; none: the FLEETSPEND_DEPLOYMENT setting, read when
+    # the run starts (settings.deployment)
+    deployment: str | None = None
     timeline_bin_s: float = 60.0
     router: str = "least_outstanding"
 
@@ -81,7 +82,8 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
     if problems:  # the preflight names them first in a run through the warehouse resource
         raise dg.Failure("; ".join(problems))
     try:
-        deployment = load_catalog(settings.reference_dir()).deployment(config.deployment)
+        deployment = load_catalog(settings.reference_dir()).deployment(
+            config.deployment or settings.deployment())
     except CatalogError as exc:
         raise dg.Failure(f"replay config: {exc}") from None
     with duckdb.get_connection() as conn:
