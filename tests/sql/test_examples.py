@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import duckdb
 import pytest
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "sql" / "examples").glob("*.sql"))
@@ -38,3 +43,38 @@ def test_tenant_bill_adds_up_to_the_tenants_spend(demo_run, demo_conn):
     tenant = "AzureLLMInferenceTrace_conv"
     expected = demo_conn.sql("SELECT attributed_usd FROM fleet_summary WHERE trace = ?", params=[tenant]).fetchall()[0][0]
     assert total == pytest.approx(expected, abs=0.005 * len(rows))  # lines are rounded to cents
+
+
+def _utc_hours(demo_conn) -> dict[tuple[str, str], int]:
+    """Baseline requests per trace and UTC hour of the first UTC day, counted in Python from
+    the aware datetimes DuckDB hands over (whatever zone they come in), not by DuckDB's calendar."""
+    rows = demo_conn.sql("SELECT r.trace, r.arrival_ts FROM request_stages AS s "
+                         "JOIN requests AS r USING (trace, request_id) "
+                         "WHERE s.scenario = 'baseline' AND r.arrival_ts IS NOT NULL").fetchall()
+    utc = [(trace, ts.astimezone(dt.timezone.utc)) for trace, ts in rows]
+    first_day = min(ts.date() for _, ts in utc)
+    return Counter((trace, f"{ts:%Y-%m-%d %H}:00:00") for trace, ts in utc if ts.date() == first_day)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/Los_Angeles", "Pacific/Kiritimati"])
+def test_ttft_day_buckets_utc_days_and_hours_in_any_session_time_zone(zone, demo_run, demo_conn):
+    """arrival_ts is UTC (README): the example's day and hours are UTC ones, whether the shell's
+    TimeZone comes from TZ or from a SET earlier in the session."""
+    warehouse = demo_run / "warehouse" / "fleetspend.duckdb"
+    example = EXAMPLES[0].with_name("ttft_day.sql")
+    out = subprocess.run([str(DUCKDB_SHELL), "-readonly", "-csv", str(warehouse)],
+                         input=f"SET TimeZone = '{zone}';\n{example.read_text()}",
+                         env={**os.environ, "TZ": zone}, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    table = list(csv.DictReader(out.stdout.strip().splitlines()))
+    got = {(row["trace"], row["hour_utc"]): int(row["requests"]) for row in table}
+    expected = _utc_hours(demo_conn)
+    assert got == expected and sum(got.values()) > 0
+
+
+def test_ttft_day_leaves_the_sessions_time_zone_alone(demo_run):
+    """Pasted into a longer session, the example does not change its TimeZone."""
+    with duckdb.connect(str(demo_run / "warehouse" / "fleetspend.duckdb"), read_only=True) as conn:
+        conn.execute("SET TimeZone = 'Asia/Kolkata'")
+        conn.execute(EXAMPLES[0].with_name("ttft_day.sql").read_text()).fetchall()
+        assert conn.execute("SELECT current_setting('TimeZone')").fetchone()[0] == "Asia/Kolkata"
