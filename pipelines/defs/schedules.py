@@ -13,9 +13,11 @@ A tick whose configuration fails the preflight is skipped with the preflight's m
 the tick in the UI), instead of launching a run that would fail.
 """
 
+import time
 from pathlib import Path
 
 import dagster as dg
+from dagster._utils.schedules import CroniterShim, cron_string_iterator  # private: Dagster's cron parser
 
 from pipelines.defs.ingest.sensors import INGEST_DOWNSTREAM
 from pipelines.defs.preflight import check_run
@@ -38,10 +40,51 @@ def nightly_schedule(cron: str, warehouse: Path) -> dg.ScheduleDefinition:
         return dg.RunRequest(run_key=context.scheduled_execution_time.isoformat(),
                              tags={"fleetspend/trigger": "nightly"})
 
+    problem = cron_problem(cron)
+    if problem is None:
+        try:
+            return dg.ScheduleDefinition(name="nightly", cron_schedule=cron, job=nightly_job,
+                                         execution_fn=evaluate, execution_timezone="UTC",
+                                         default_status=dg.DefaultScheduleStatus.STOPPED)
+        except dg.DagsterInvalidDefinitionError as exc:
+            problem = f"Dagster refuses it ({exc})"
+    raise ValueError(f"FLEETSPEND_NIGHTLY_CRON={cron!r}: {problem}; expected {CRON_EXPECTED}")
+
+
+CRON_FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day-of-month", "1-31"),
+               ("month", "1-12 or JAN-DEC"), ("day-of-week", "0-7 or SUN-SAT"))
+CRON_EXPECTED = ("a 5-field cron string (minute hour day-of-month month day-of-week, UTC) such as "
+                 "'0 2 * * *' (02:00 UTC daily), or one of Dagster's aliases @hourly, @daily, "
+                 "@weekly, @monthly")
+
+
+def cron_problem(cron: str) -> str | None:
+    """What is wrong with `cron` as the nightly schedule's cron string, in words, or None when
+    Dagster can schedule it. Dagster's own error says only that it takes 5 fields, whatever the
+    reason, so this asks its cron parser (croniter, vendored by Dagster; the import is private
+    API) field by field, and for the next run time: a day that never occurs in the months named
+    (31 February, 31 April) parses but would never run."""
+    fields = cron.split()
+    if cron.startswith("@"):
+        if not CroniterShim.is_valid(cron):
+            return f"{cron!r} is not one of Dagster's cron aliases"
+    elif len(fields) != 5:
+        return f"{len(fields)} field{'s' if len(fields) != 1 else ''}, not 5"
+    else:
+        for i, field in enumerate(fields):
+            probe = " ".join(field if j == i else "*" for j in range(5))
+            try:
+                CroniterShim.expand(probe)
+            except Exception as exc:  # croniter's errors (CroniterBadCronError, ...) say why
+                reason = str(exc).replace(f"[{probe.lower()}] ", "").replace(f"[{probe}] ", "")
+                name, allowed = CRON_FIELDS[i]
+                return f"its {name} field {field!r} {reason} ({allowed})"
+        if not CroniterShim.is_valid(cron):
+            return "croniter cannot parse it"
     try:
-        return dg.ScheduleDefinition(name="nightly", cron_schedule=cron, job=nightly_job,
-                                     execution_fn=evaluate, execution_timezone="UTC",
-                                     default_status=dg.DefaultScheduleStatus.STOPPED)
-    except dg.DagsterInvalidDefinitionError:
-        raise ValueError(f"FLEETSPEND_NIGHTLY_CRON={cron!r}: expected a 5-field cron string "
-                         f"such as '0 2 * * *' (02:00 UTC daily)") from None
+        next(cron_string_iterator(time.time(), cron, "UTC"))
+    except Exception:  # croniter's CroniterBadDateError ("failed to find prev date")
+        if len(fields) == 5:
+            return f"day {fields[2]!r} never occurs in month {fields[3]!r}, so it would never run"
+        return "no date matches it, so it would never run"
+    return None

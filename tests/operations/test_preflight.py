@@ -259,4 +259,18 @@ def test_a_bad_nightly_cron_is_named_before_dagster_loads_it(tmp_path, monkeypat
     monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "every night")
     code, _, err = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 2 and "Traceback" not in err
-    assert "- FLEETSPEND_NIGHTLY_CRON='every night': expected a 5-field cron string" in err
+    assert "- FLEETSPEND_NIGHTLY_CRON='every night': 2 fields, not 5; expected a 5-field cron string" in err
+
+
+def test_a_cron_of_a_day_that_never_occurs_is_named_as_such(tmp_path, monkeypatch, capsys):
+    """Five fields that never match a date: the message says that, not "expected 5 fields"."""
+    monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "0 2 31 2 *")
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and "Traceback" not in err
+    assert "- FLEETSPEND_NIGHTLY_CRON='0 2 31 2 *': day '31' never occurs in month '2'" in err
+
+
+def test_a_dagster_cron_alias_passes_the_preflight(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "@daily")
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and "configuration ok" in out and not err

@@ -37,8 +37,45 @@ def test_cron_comes_from_the_environment_and_bad_ones_are_named(tmp_path, monkey
     monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "30 5 * * 1-5")
     assert settings.nightly_cron() == "30 5 * * 1-5"
     assert build_defs(tmp_path / "w.duckdb").resolve_schedule_def("nightly").cron_schedule == "30 5 * * 1-5"
-    with pytest.raises(ValueError, match=r"FLEETSPEND_NIGHTLY_CRON='every night': expected a 5-field cron"):
+    with pytest.raises(ValueError, match=r"FLEETSPEND_NIGHTLY_CRON='every night': 2 fields, not 5; "
+                                         r"expected a 5-field cron"):
         nightly_schedule("every night", tmp_path / "w.duckdb")
+
+
+@pytest.mark.parametrize(("cron", "reason"), [
+    # Five fields, but no such day: Dagster's own message says only "consisting of 5 fields".
+    ("0 2 31 2 *", "day '31' never occurs in month '2', so it would never run"),
+    ("0 2 30 2 *", "day '30' never occurs in month '2', so it would never run"),
+    # Dagster accepts this one, and its daemon then finds no tick to run.
+    ("0 2 31 4 *", "day '31' never occurs in month '4', so it would never run"),
+    ("0 25 * * *", "its hour field '25' is not acceptable, out of range (0-23)"),
+    ("0 2 * 13 *", "its month field '13' is not acceptable, out of range (1-12 or JAN-DEC)"),
+    ("0 2 * * * *", "6 fields, not 5"),
+    ("@reboot", "'@reboot' is not one of Dagster's cron aliases"),
+])
+def test_a_bad_cron_says_what_is_wrong_with_it(tmp_path, cron, reason):
+    with pytest.raises(ValueError) as exc:
+        nightly_schedule(cron, tmp_path / "w.duckdb")
+    assert str(exc.value).startswith(f"FLEETSPEND_NIGHTLY_CRON={cron!r}: {reason}; expected a 5-field cron")
+    assert "@daily" in str(exc.value)  # the aliases Dagster takes are named too
+
+
+@pytest.mark.parametrize(("cron", "first_tick"), [
+    ("@daily", dt.datetime(2026, 12, 1, 0, 0)),
+    ("@hourly", dt.datetime(2026, 11, 30, 3, 0)),
+    ("@weekly", dt.datetime(2026, 12, 6, 0, 0)),  # Sunday
+    ("@monthly", dt.datetime(2026, 12, 1, 0, 0)),
+    ("0 2 29 2 *", dt.datetime(2028, 2, 29, 2, 0)),  # a leap day occurs
+])
+def test_dagsters_cron_aliases_and_leap_days_are_accepted(tmp_path, cron, first_tick):
+    """Dagster takes @hourly / @daily / @weekly / @monthly (README), in UTC like any cron string."""
+    schedule = nightly_schedule(cron, tmp_path / "w.duckdb")
+    assert schedule.cron_schedule == cron and schedule.execution_timezone == "UTC"
+    from dagster._utils.schedules import cron_string_iterator
+
+    after = dt.datetime(2026, 11, 30, 2, 30, tzinfo=dt.timezone.utc).timestamp()
+    tick = next(cron_string_iterator(after, schedule.cron_schedule, schedule.execution_timezone))
+    assert tick == first_tick.replace(tzinfo=dt.timezone.utc)
 
 
 def test_tick_requests_one_run_per_night(tmp_path):
