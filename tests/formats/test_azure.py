@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import polars as pl
@@ -142,6 +143,18 @@ def _write(path: Path, lines: list[str]) -> Path:
     """CRLF endings and no final newline, like the real files."""
     path.write_bytes("\r\n".join(["TIMESTAMP,ContextTokens,GeneratedTokens", *lines]).encode())
     return path
+
+
+def test_the_reasons_the_readme_quotes_are_the_readers(tmp_path):
+    """README ("Bad input") quotes rejection reasons of token counts; each is, word for word, what
+    reading a row with that count says."""
+    quoted = re.findall(r"`((ContextTokens|GeneratedTokens) is (-?\d+): [^`]*)`", (ROOT / "README.md").read_text())
+    assert quoted
+    for reason, column, value in quoted:
+        tokens = {"ContextTokens": "10", "GeneratedTokens": "10", column: value}
+        path = _write(tmp_path / f"{column}.csv",
+                      [f"2023-11-16 18:17:06.0000000,{tokens['ContextTokens']},{tokens['GeneratedTokens']}"])
+        assert read_azure_csv(path).rejected["reason"].to_list() == [reason]
 
 
 def test_bad_rows_are_rejected_with_line_text_and_reason(tmp_path):
