@@ -1,0 +1,84 @@
+"""The README's "The tables" section names the columns of every warehouse table: each column a
+table has is documented (in backticks, in the table's row), and each name a row documents exists (a column of
+another table is written `table.column`), checked against a freshly materialized warehouse (every asset, calibration
+included)."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SECTION = README.split("\n## The tables\n", 1)[1].split("\n## ", 1)[0]
+CATALOG = ROOT / "data" / "reference"
+
+# Backticked words in the table rows that are values or settings, not columns of the row's table.
+NOT_COLUMNS = {"baseline", "all", "fit", "held_out", "ttft", "e2e",   # values of a column
+               "model", "tenant",                                    # chargeback's `dimension` values
+               "timeline_bin_s", "error"}                            # a replay setting; calibration's error
+
+
+def _rows() -> dict[str, str]:
+    """README table name -> the 'what it holds' cell of its row."""
+    rows = {}
+    for line in SECTION.splitlines():
+        cells = [c.strip() for c in line.split(" | ")]
+        if line.startswith("| `") and len(cells) >= 3:
+            for name in re.findall(r"`(\w+)`", cells[0]):
+                rows[name] = " | ".join(cells[2:])
+    return rows
+
+
+ROWS = _rows()
+
+
+def _columns(conn, table: str) -> list[str]:
+    return [r[0] for r in conn.sql("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                                   "ORDER BY ordinal_position", params=[table]).fetchall()]
+
+
+def _documented(table: str, conn) -> set[str]:
+    """The backticked names of `table`'s row, plus every column of a table the row starts from
+    ("`request_stages` plus ...", "the `request_stages` columns of ...")."""
+    cell = ROWS[table]
+    names = set(re.findall(r"`(\w+)`", cell))
+    base = re.match(r"(?:the )?`(\w+)`(?: plus| columns)", cell)
+    if base:
+        names |= set(_columns(conn, base.group(1)))
+    return names
+
+
+def _tables(conn, kind: str) -> set[str]:
+    return {r[0] for r in conn.sql("SELECT table_name FROM information_schema.tables WHERE table_type = ?",
+                                   params=[kind]).fetchall()}
+
+
+def test_every_warehouse_table_has_a_row_and_every_row_a_table(demo_conn):
+    assert _tables(demo_conn, "BASE TABLE") == set(ROWS)
+
+
+def test_every_view_is_named_in_the_section(demo_conn):
+    views = _tables(demo_conn, "VIEW")
+    assert views and not {v for v in views if f"`{v}`" not in SECTION}
+
+
+@pytest.mark.parametrize("table", sorted(ROWS))
+def test_the_readme_row_names_every_column_and_no_other(table, demo_conn):
+    actual = _columns(demo_conn, table)
+    if "`data/reference/`" in ROWS[table]:
+        # catalog tables: "the CSV files of data/reference/ as they are"
+        with open(CATALOG / f"{table}.csv", newline="") as f:
+            assert actual == next(csv.reader(f)), table
+        return
+    documented = _documented(table, demo_conn)
+    assert [c for c in actual if c not in documented] == [], f"{table}: columns the README does not name"
+    other_tables = _tables(demo_conn, "BASE TABLE") | _tables(demo_conn, "VIEW")
+    unknown = documented - set(actual) - NOT_COLUMNS - other_tables
+    assert unknown == set(), f"{table}: the README names columns it does not have"
+    # A column of another table is written `table.column`: it must exist there.
+    for other, column in re.findall(r"`(\w+)\.(\w+)`", ROWS[table]):
+        assert other not in other_tables or column in _columns(demo_conn, other), f"{table}: {other}.{column}"
