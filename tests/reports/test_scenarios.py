@@ -3,6 +3,8 @@ one clear message, and each scenario really changes the replay the way its physi
 
 from __future__ import annotations
 
+import csv
+import re
 from pathlib import Path
 
 import polars as pl
@@ -138,6 +140,29 @@ def test_the_change_is_said_in_the_baselines_own_numbers(catalog, baseline):
     assert change_text(seed, shipped["h200"]) == "GPU a100-80gb-sxm → h200-sxm"
     for unchanged in (Scenario("same", "", replicas=3), Scenario("none", "")):
         assert change_text(baseline, unchanged) == "nothing: the baseline's own settings"
+
+
+def test_shipped_descriptions_state_no_number_of_the_demo_fleet(catalog, baseline):
+    """A description is shown for whatever fleet is replayed, beside the `change` that says the
+    change in that fleet's numbers; so it may state the scenario's own settings and its GPU's
+    figures (gpus.csv), never the demo fleet's replicas, GPUs or batch limit."""
+    with open(reference_dir() / "gpus.csv", newline="") as f:
+        gpus = {row["gpu"]: row for row in csv.DictReader(f)}
+    shipped = {s.scenario: s for s in load_scenarios(reference_dir() / "scenarios.csv")}
+    for s in shipped.values():
+        own = {s.tp, s.replicas, s.max_seqs, s.output_cap}
+        if s.prefix_cache not in (None, "off"):
+            own.add(round(100 * float(s.prefix_cache)))
+        if s.gpu:
+            own |= {float(gpus[s.gpu]["memory_gb"]), float(gpus[s.gpu]["hbm_bandwidth_gbs"]) / 1000}
+        words = re.sub(r"\b[A-Za-z]\w*", "", s.description)  # names (fp8, H200, TP4) are not numbers
+        numbers = {float(n) for n in re.findall(r"\d+(?:\.\d+)?", words)}
+        assert numbers <= {float(n) for n in own if n is not None}, (s.scenario, s.description)
+    # The README's example: on a fleet of 4 x TP4 the change says 4 -> 2, whatever the prose says.
+    four = scenario_deployment(catalog, baseline, Scenario("four", "", replicas=4))
+    assert change_text(four, shipped["replicas-2"]) == "replicas 4 → 2; 16 → 8 GPUs per trace"
+    assert change_text(four, shipped["tp2-fp8"]) == ("tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8;"
+                                                     " replicas 4 → 6; 16 → 12 GPUs per trace")
 
 
 def test_request_changes():
