@@ -5,8 +5,9 @@ options, pipelines/formats/sidecar.py) is already in trace_files is skipped; a n
 file has its rows swapped in (pipelines/ingest_store.py: one transaction per file); a file that
 left the folder has its rows removed. A file that cannot be used (not a trace, bad options,
 unreadable, a trace name another file holds) fails alone with its reason and nothing of it is
-written. Plain DuckDB and the formats layer; the ingest asset (pipelines/defs/ingest/assets.py)
-is wiring and metadata around `ingest_folder`.
+written: its previous rows, if any, stay, and failed_trace_files names it with its reason until
+a pass reads it again (or it has left the folder). Plain DuckDB and the formats layer; the ingest
+asset (pipelines/defs/ingest/assets.py) is wiring and metadata around `ingest_folder`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import duckdb
 from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import sha256_of, trace_name
 from pipelines.formats.sidecar import canonical, file_options, raw_options, sidecar_of
-from pipelines.ingest_store import forget_file, ingested, replace_file
+from pipelines.ingest_store import forget_file, ingested, record_failures, replace_file
 
 
 @dataclass
 class FolderIngest:
     """What one pass over the folder did: the trace_files rows of the files read this time,
-    file name -> reason for those that failed, and the files whose rows were removed."""
+    file path -> reason for those that failed, and the files whose rows were removed."""
 
     added: list[dict] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
@@ -35,8 +36,8 @@ class FolderIngest:
 
 def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
                   log: Callable[[str], None] = lambda _: None) -> FolderIngest:
-    """Bring the ingest tables in line with `files` (the folder's trace files, already listed);
-    `log` hears one line per file read or removed."""
+    """Bring the ingest tables in line with `files` (the folder's trace files, already listed)
+    and record this pass's failures; `log` hears one line per file read or removed."""
     outcome = FolderIngest()
     known = ingested(conn)
     traces = {file: trace for file, (trace, *_) in known.items()}
@@ -55,15 +56,15 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
                 continue
             owner = claimed.get(trace_name(file))
             if owner not in (None, str(file)):
-                outcome.failed[file.name] = (f"{file}: its trace name {trace_name(file)!r} is taken"
+                outcome.failed[str(file)] = (f"{file}: its trace name {trace_name(file)!r} is taken"
                                              f" by {owner}; rename one")
                 continue
             result = read_trace(file, **file_options(file))
         except (TraceFormatError, ValueError) as exc:
-            outcome.failed[file.name] = _with_sidecar(str(exc), file, options)
+            outcome.failed[str(file)] = _with_sidecar(str(exc), file, options)
             continue
         except OSError as exc:  # unreadable (permissions, I/O): this file fails alone
-            outcome.failed[file.name] = (f"{exc.filename or file}: cannot be read"
+            outcome.failed[str(file)] = (f"{exc.filename or file}: cannot be read"
                                          f" ({exc.strerror or exc})")
             continue
         replace_file(conn, result, traces.get(str(file)), canonical(options))
@@ -71,6 +72,7 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
         outcome.added.append(result.file_row())
         log(f"{file.name}: {result.format}, {result.rows_read} rows read, "
             f"{result.rows.height} accepted, {result.rejected.height} rejected")
+    record_failures(conn, outcome.failed)
     return outcome
 
 

@@ -3,10 +3,13 @@ file, so a re-run is idempotent and a file that fails to parse leaves every tabl
 
 Plain DuckDB, no Dagster (the ingest asset, pipelines/defs/ingest/assets.py, is wiring around
 it). The tables are created by sql/ingest_*_table.sql, rows are deleted by
-sql/ingest_delete_*.sql; only ingest writes tables row range by row range.
+sql/ingest_delete_*.sql; only ingest writes tables row range by row range. The files a pass
+could not use are recorded, with their errors, in failed_trace_files (`record_failures`).
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timezone
 
 import duckdb
 import polars as pl
@@ -15,17 +18,20 @@ from pipelines.formats.common import COUNTS, DEFAULTS, REJECTED_SCHEMA, REQUESTS
 from pipelines.warehouse import incoming, run_sql, transaction
 
 INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
-# The trace_files row of a file (IngestResult.file_row plus its options), typed as
-# sql/ingest_trace_files_table.sql declares it.
+# The trace_files row of a file (IngestResult.file_row plus its options and when it was
+# written), typed as sql/ingest_trace_files_table.sql declares it.
 TRACE_FILES_SCHEMA = {
     "file": pl.String, "trace": pl.String, "format": pl.String, "sha256": pl.String,
     "rows_read": pl.Int64, "rows_accepted": pl.Int64, "rows_rejected": pl.Int64,
     **dict.fromkeys(COUNTS, pl.Int64), "prefix_block_tokens": pl.Int64, "options": pl.String,
+    "ingested_at": pl.Datetime("us", "UTC"),
 }
+# The files the last ingest could not use (sql/ingest_failed_files_table.sql).
+FAILED_FILES_SCHEMA = {"file": pl.String, "error": pl.String}
 COLUMNS = {"requests": [*REQUESTS_SCHEMA, "line"], "rejected_requests": list(REJECTED_SCHEMA),
-           "trace_files": list(TRACE_FILES_SCHEMA)}
+           "trace_files": list(TRACE_FILES_SCHEMA), "failed_trace_files": list(FAILED_FILES_SCHEMA)}
 TABLE_SQL = {"requests": "ingest_requests_table", "rejected_requests": "ingest_rejected_table",
-             "trace_files": "ingest_trace_files_table"}
+             "trace_files": "ingest_trace_files_table", "failed_trace_files": "ingest_failed_files_table"}
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
@@ -33,7 +39,7 @@ def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    """Create the three ingest tables; a warehouse written by an older release (other columns)
+    """Create the ingest tables (COLUMNS); a warehouse written by an older release (other columns)
     has them dropped and recreated empty, so every file is ingested again."""
     if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
         for table in COLUMNS:
@@ -75,8 +81,9 @@ def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> N
 def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None,
                  options: str = "{}") -> None:
     """Swap one file's rows in all three tables, atomically; `options` is the canonical text of
-    the file's sidecar options (pipelines/formats/sidecar.py)."""
-    row = {**result.file_row(), "options": options}
+    the file's sidecar options (pipelines/formats/sidecar.py). The row records when: should the
+    file later fail to read, the summary says from when the rows the reports still show are."""
+    row = {**result.file_row(), "options": options, "ingested_at": datetime.now(timezone.utc)}
     with transaction(conn):
         _delete(conn, row["file"], old_trace or row["trace"])
         _insert_requests(conn, result)
@@ -88,3 +95,14 @@ def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
     """Remove one file's rows from all three tables, atomically (a failure leaves them all)."""
     with transaction(conn):
         _delete(conn, file, trace)
+
+
+def record_failures(conn: duckdb.DuckDBPyConnection, failed: dict[str, str]) -> None:
+    """Make failed_trace_files this ingest's failures (file path -> error), atomically. A failed
+    file keeps its previous rows, which the reports go on showing; the summary reads this table
+    to say so, since it never sees the run's log or asset checks."""
+    frame = pl.DataFrame({"file": list(failed), "error": list(failed.values())},
+                         schema=FAILED_FILES_SCHEMA)
+    with transaction(conn):
+        run_sql(conn, "ingest_clear_failed_files")
+        _insert(conn, "failed_trace_files", frame)

@@ -1,14 +1,17 @@
 """`python -m pipelines.summary`: print the fleet summary, the top request shapes and the what-if
 savings from the warehouse (read-only), and say where the warehouse and the report files are.
-The physics caveats of what it prices come first, before any dollar figure (the report puts a
-what-if fleet's under its table; here every caveat leads, a what-if one named as such). Before
-reading, it checks the warehouse has every table and column it reads (`READS`), so a warehouse an
-older release built gets one line naming what it lacks, not a traceback halfway through."""
+Trace files the last ingest could not read come first (the figures show their previous rows, or
+leave them out), then the physics caveats of what it prices, before any dollar figure (the report
+puts a what-if fleet's under its table; here every caveat leads, a what-if one named as such).
+Before reading, it checks the warehouse has every table and column it reads (`READS`), so a
+warehouse an older release built gets one line naming what it lacks, not a traceback halfway
+through."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping
+from datetime import timezone
 from pathlib import Path
 
 import duckdb
@@ -52,7 +55,8 @@ READS = _union(
     HEADLINE_COLUMNS,
     {"roofline": ("deployment", "caveat"), "request_stages": ("deployment", "scenario"),
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
-    {"trace_files": ("file",)},
+    {"trace_files": ("file", "rows_accepted", "ingested_at", "sha256"),
+     "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
 )
 
 
@@ -102,27 +106,55 @@ def main(top: int = 10) -> int:
             tables = ReportTables.read(conn)
             caveats = run_sql(conn, "report_caveats").fetchall()
             ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
+            failed = run_sql(conn, "summary_failed_files").fetchall()
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
         print(f"fleetspend: cannot read the warehouse {path}: {str(exc).splitlines()[0]}",
               file=sys.stderr)
         return 1
-    _print_summary(path, tables, caveats, ingested, top)
+    _print_summary(path, tables, caveats, ingested, failed, top)
     return 0
 
 
+def _failed_lines(failed: list[tuple]) -> list[str]:
+    """One item per row of sql/summary_failed_files.sql: the file, its error, and what the
+    figures below hold of it: its previous rows (how many, when they were ingested, the prefix of
+    the content hash they were read from, to tell which version of the file they are), or
+    nothing. The run exits 0 on such a file (one bad upload must not hold back the reports), so
+    this is where a cron operator learns of it."""
+    lines = []
+    for file, error, rows, ingested_at, sha256 in failed:
+        held = ("nothing of it is in the figures below: it was never ingested" if rows is None else
+                f"the figures below show its previous rows: {rows:,} requests ingested"
+                f" {ingested_at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+                f" (sha256 {sha256[:12]}...)")
+        lines.append(f"- {Path(file).name}: {error}\n  {held}")
+    return lines
+
+
+def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
+    """Trace files of the folder the warehouse mirrors that it neither holds nor names as failed:
+    added since the last ingest. The folder is the one its files came from, not
+    FLEETSPEND_TRACE_DIR, which a summary run by hand may not set (the default folder would
+    hide every file of the real one) or may set to another folder (whose files would all be
+    called missing): the summary describes the warehouse."""
+    known = ingested | failed
+    return [f for folder in sorted({Path(file).parent for file in known})
+            for f in trace_files(folder) if str(f) not in known]
+
+
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
-                   ingested: set[str], top: int) -> None:
+                   ingested: set[str], failed: list[tuple], top: int) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one."""
-    folder = settings.trace_dir()
-    # only for the folder the warehouse was built from (a summary run by hand with another
-    # FLEETSPEND_TRACE_DIR would otherwise call every file missing)
-    built_here = any(Path(file).parent == folder for file in ingested)
-    missing = [f.name for f in trace_files(folder) if str(f) not in ingested] if built_here else []
+    if failed:
+        print(f"\n== Trace files the last ingest could not read: {len(failed)} ==")
+        print("\n".join(_failed_lines(failed)))
+    missing = _added_since(ingested, {file for file, *_ in failed})
     if missing:
-        print(f"\n== Not in the warehouse: {len(missing)} file(s) of {folder} ==\n"
-              f"{', '.join(missing)}\n(a file the last run could not ingest, whose reason is on"
-              f" its every_trace_file_ingested check and in the run log, or one added since)")
+        folders = ", ".join(sorted({str(f.parent) for f in missing}))
+        print(f"\n== Not in the warehouse yet: {len(missing)} file(s) of {folders} ==\n"
+              f"{', '.join(f.name for f in missing)}\n(added since the last ingest; the next run"
+              f" reads them)")
     if caveats:
         print("\n== Physics caveats (docs/physics.md section 5) ==")
         print("\n".join(f"- {text}" for _, text in caveats))

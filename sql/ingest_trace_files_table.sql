@@ -1,5 +1,6 @@
 -- One row per ingested trace file: its trace name, format, content hash, row counts, policy
--- counts (pipelines.formats.common.COUNTS), tokens per prefix hash, and sidecar options.
+-- counts (pipelines.formats.common.COUNTS), tokens per prefix hash, sidecar options, and when its
+-- rows were written (what a report still shows of a file that has since become unreadable).
 CREATE TABLE IF NOT EXISTS trace_files (
     file                VARCHAR,
     trace               VARCHAR,
@@ -12,5 +13,6 @@ CREATE TABLE IF NOT EXISTS trace_files (
     zero_output_rows    BIGINT,
     failed_rows         BIGINT,
     prefix_block_tokens BIGINT,
-    options             VARCHAR
+    options             VARCHAR,
+    ingested_at         TIMESTAMPTZ
 );

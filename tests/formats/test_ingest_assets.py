@@ -251,10 +251,45 @@ def test_ingest_folder_works_without_dagster(inbox, tmp_path):
         (inbox / "AzureLLMInferenceTrace_code.csv").unlink()
         second = ingest_folder.ingest_folder(conn, trace_files(inbox), lines.append)
     assert [row["trace"] for row in first.added] == ["AzureLLMInferenceTrace_code"]
-    assert "is taken by" in first.failed["AzureLLMInferenceTrace_code.csv.gz"]
+    assert "is taken by" in first.failed[str(inbox / "AzureLLMInferenceTrace_code.csv.gz")]
     assert second.removed == [str(inbox / "AzureLLMInferenceTrace_code.csv")]
     assert lines[0] == "AzureLLMInferenceTrace_code.csv: azure-llm, 8819 rows read, 8819 accepted, 0 rejected"
     assert lines[1].endswith("no longer in the folder; its rows were removed")
+
+
+def test_failed_files_are_recorded_until_they_read_again_or_leave(inbox, tmp_path):
+    """A file that ingested and then became unreadable keeps its rows, and failed_trace_files
+    names it with its error beside the trace_files row (with its time) the reports still show;
+    the next pass that reads it, or that finds it gone, clears it."""
+    log = inbox / "t.csv"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", log)
+    good = log.read_bytes()
+    failures = "SELECT file, error FROM failed_trace_files"
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_tables(conn)
+        ingest_folder.ingest_folder(conn, trace_files(inbox))
+        assert conn.execute(failures).fetchall() == []
+        (before,) = conn.execute("SELECT sha256, ingested_at FROM trace_files").fetchall()
+        assert before[1] is not None
+
+        log.write_bytes(bytes(range(256)) * 8)
+        outcome = ingest_folder.ingest_folder(conn, trace_files(inbox))
+        assert conn.execute(failures).fetchall() == [(str(log), outcome.failed[str(log)])]
+        assert "binary data" in outcome.failed[str(log)]
+        assert conn.execute("SELECT sha256, ingested_at FROM trace_files").fetchall() == [before]
+        assert conn.execute("SELECT count(*) FROM requests").fetchall() == [(20,)]
+
+        log.write_bytes(good)
+        ingest_folder.ingest_folder(conn, trace_files(inbox))
+        assert conn.execute(failures).fetchall() == []
+
+        log.write_bytes(b"")
+        ingest_folder.ingest_folder(conn, trace_files(inbox))
+        assert [file for file, _ in conn.execute(failures).fetchall()] == [str(log)]
+        log.unlink()
+        ingest_folder.ingest_folder(conn, trace_files(inbox))
+        assert conn.execute(failures).fetchall() == []
+        assert conn.execute("SELECT count(*) FROM trace_files").fetchall() == [(0,)]
 
 
 def test_an_unreadable_sidecar_is_named_not_its_log(inbox, tmp_path, monkeypatch):
@@ -268,5 +303,5 @@ def test_an_unreadable_sidecar_is_named_not_its_log(inbox, tmp_path, monkeypatch
     with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
         ensure_tables(conn)
         outcome = ingest_folder.ingest_folder(conn, trace_files(inbox))
-    assert outcome.failed == {"AzureLLMInferenceTrace_code.csv": f"{sidecar}: cannot be read"
-                                                                 f" (Permission denied)"}
+    assert outcome.failed == {str(inbox / "AzureLLMInferenceTrace_code.csv"):
+                              f"{sidecar}: cannot be read (Permission denied)"}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from datetime import timezone
 
 import duckdb
 import pytest
 
 from pipelines import summary
 from pipelines.definitions import defs
+from pipelines.ingest_store import record_failures
 from pipelines.reports.text import CHARTS, ReportTables, headline_facts, report_markdown
 from pipelines.warehouse import run_sql, scalar
 
@@ -172,18 +174,48 @@ def test_report_files(demo_run):
 
 
 def test_summary_names_trace_files_the_warehouse_lacks(demo_run, monkeypatch, capsys):
-    """`make demo` and cron end with the summary: a file of the trace folder that the run could
-    not ingest (or that arrived since) is named before the figures that leave it out."""
-    samples = summary.trace_files(summary.settings.trace_dir())
+    """`make demo` and cron end with the summary: a file of the trace folder that arrived since
+    the last run is named before the figures that leave it out. The folder is the one the
+    warehouse's files came from, whatever FLEETSPEND_TRACE_DIR the summary runs with (unset by
+    hand, the default folder would hide the real one's files)."""
+    listed = summary.trace_files
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(demo_run / "warehouse" / "fleetspend.duckdb"))
-    monkeypatch.setattr(summary, "trace_files", lambda folder: [*samples, folder / "broken.csv"])
+    monkeypatch.setattr(summary, "trace_files", lambda folder: [*listed(folder), folder / "new.csv"])
+    for trace_dir in (summary.settings.trace_dir(), demo_run):
+        monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(trace_dir))
+        assert summary.main() == 0
+        out = capsys.readouterr().out
+        samples = summary.settings.ROOT / "data" / "samples"
+        assert f"== Not in the warehouse yet: 1 file(s) of {samples} ==\nnew.csv\n" in out
+        assert out.index("Not in the warehouse") < out.index("$")
+
+
+def test_summary_names_files_the_last_ingest_could_not_read(demo_run, tmp_path, monkeypatch, capsys):
+    """The run succeeds when a file cannot be read (its rows stay, one bad upload must not hold
+    back the reports), so the summary is where a cron operator learns it: each such file with its
+    error and what the figures hold of it, before any figure."""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    samples = summary.settings.ROOT / "data" / "samples"
+    conv, new = samples / "AzureLLMInferenceTrace_conv.csv", samples / "new.csv"
+    errors = {str(conv): f"{conv}: binary data, expected a trace", str(new): f"{new}: empty file"}
+    with duckdb.connect(str(warehouse)) as conn:
+        record_failures(conn, errors)
+        sha, at = conn.execute("SELECT sha256, ingested_at FROM trace_files WHERE file = ?",
+                               [str(conv)]).fetchall()[0]
+    listed = summary.trace_files
+    monkeypatch.setattr(summary, "trace_files", lambda folder: [*listed(folder), folder / "new.csv"])
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
     assert summary.main() == 0
     out = capsys.readouterr().out
-    assert "== Not in the warehouse: 1 file(s) of " in out and "\nbroken.csv\n" in out
-    assert out.index("Not in the warehouse") < out.index("$")
-    # run by hand with another trace folder: the warehouse was not built from it, nothing listed
-    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(demo_run))
-    assert summary.main() == 0 and "Not in the warehouse" not in capsys.readouterr().out
+    assert (f"\n== Trace files the last ingest could not read: 2 ==\n"
+            f"- AzureLLMInferenceTrace_conv.csv: {errors[str(conv)]}\n"
+            f"  the figures below show its previous rows: 19,366 requests ingested"
+            f" {at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC (sha256 {sha[:12]}...)\n"
+            f"- new.csv: {errors[str(new)]}\n"
+            f"  nothing of it is in the figures below: it was never ingested\n") in out
+    assert out.index("could not read") < out.index("$")
+    assert "Not in the warehouse yet" not in out   # new.csv is named once, as failed
 
 
 def test_summary_of_report_tables_from_an_older_release_names_what_they_lack(demo_run, tmp_path,

@@ -4,8 +4,11 @@ The work is pipelines/ingest_folder.py (incremental by content hash and sidecar 
 that cannot be used fails alone, the warehouse mirrors the folder); this asset lists the folder,
 logs, and records what happened: table metadata, and the non-blocking check
 `every_trace_file_ingested`, which fails until every file reads (non-blocking, so the other
-files' rows still flow to replay and the reports).
+files' rows still flow to replay and the reports). The failures are also in the warehouse
+(failed_trace_files, written by ingest_folder), where the summary reads them.
 """
+
+from pathlib import Path
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -47,7 +50,13 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             context.log.error(message)
         for table in INGEST_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata=_metadata(conn, table, outcome))
-    yield _failed_files_check(folder, len(files), outcome.failed)
+    yield _failed_files_check(folder, len(files), _by_name(outcome.failed))
+
+
+def _by_name(failed: dict[str, str]) -> dict[str, str]:
+    """File name -> reason, from file path -> reason: every file is in the one folder, which the
+    check's metadata gives, so the UI lists the names."""
+    return {Path(file).name: reason for file, reason in failed.items()}
 
 
 def _failed_files_check(folder, total: int, failed: dict) -> dg.AssetCheckResult:
@@ -68,5 +77,5 @@ def _metadata(conn, table: str, outcome: FolderIngest) -> dict:
     if table == "trace_files":
         metadata["files_ingested_this_run"] = dg.MetadataValue.int(len(outcome.added))
         metadata["files_removed_this_run"] = dg.MetadataValue.json(outcome.removed)
-        metadata["files_failed"] = dg.MetadataValue.json(outcome.failed)
+        metadata["files_failed"] = dg.MetadataValue.json(_by_name(outcome.failed))
     return metadata
