@@ -4,7 +4,9 @@ file, so a re-run is idempotent and a file that fails to parse leaves every tabl
 Plain DuckDB, no Dagster (the ingest asset, pipelines/defs/ingest/assets.py, is wiring around
 it). The tables are created by sql/ingest_*_table.sql, rows are deleted by
 sql/ingest_delete_*.sql; only ingest writes tables row range by row range. The files a pass
-could not use are recorded, with their errors, in failed_trace_files (`record_failures`).
+could not use are recorded, with their errors, in failed_trace_files (`record_failures`). A
+trace whose rows are replaced or removed loses its calibration rows in the same transaction:
+they were fitted on the rows that go.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ COLUMNS = {"requests": [*REQUESTS_SCHEMA, "line"], "rejected_requests": list(REJ
            "trace_files": list(TRACE_FILES_SCHEMA), "failed_trace_files": list(FAILED_FILES_SCHEMA)}
 TABLE_SQL = {"requests": "ingest_requests_table", "rejected_requests": "ingest_rejected_table",
              "trace_files": "ingest_trace_files_table", "failed_trace_files": "ingest_failed_files_table"}
+# The on-demand calibration asset's tables (pipelines/defs/calibration/assets.py), one row set
+# per trace: results fitted on that trace's requests, which must not outlive them.
+CALIBRATION_TABLES = ("calibration", "calibration_errors")
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
@@ -40,9 +45,11 @@ def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the ingest tables (COLUMNS); a warehouse written by an older release (other columns)
-    has them dropped and recreated empty, so every file is ingested again."""
+    has them dropped and recreated empty, so every file is ingested again, and its calibration
+    tables dropped with them: fitted on rows that are all replaced, they would otherwise also
+    keep the traces that left the folder before calibration rows went with their trace."""
     if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
-        for table in COLUMNS:
+        for table in (*COLUMNS, *CALIBRATION_TABLES):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
     for step in TABLE_SQL.values():
         run_sql(conn, step)
@@ -56,9 +63,15 @@ def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, str]]
 
 
 def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
+    """Remove one file's rows, and its trace's calibration rows where calibration has run (its
+    tables exist only then): the warehouse mirrors the folder, and a fit of rows that are gone
+    would go on describing them."""
     for step, value in (("ingest_delete_requests", trace), ("ingest_delete_rejected", file),
                         ("ingest_delete_file", file)):
         run_sql(conn, step, [value])
+    for table in CALIBRATION_TABLES:
+        if _columns(conn, table):
+            run_sql(conn, f"ingest_delete_{table}", [trace])
 
 
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
@@ -80,9 +93,10 @@ def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> N
 
 def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None,
                  options: str = "{}") -> None:
-    """Swap one file's rows in all three tables, atomically; `options` is the canonical text of
-    the file's sidecar options (pipelines/formats/sidecar.py). The row records when: should the
-    file later fail to read, the summary says from when the rows the reports still show are."""
+    """Swap one file's rows in the ingest tables, atomically (`_delete` first); `options` is the
+    canonical text of the file's sidecar options (pipelines/formats/sidecar.py). The row records
+    when: should the file later fail to read, the summary says from when the rows the reports
+    still show are."""
     row = {**result.file_row(), "options": options, "ingested_at": datetime.now(timezone.utc)}
     with transaction(conn):
         _delete(conn, row["file"], old_trace or row["trace"])
@@ -92,7 +106,7 @@ def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trac
 
 
 def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
-    """Remove one file's rows from all three tables, atomically (a failure leaves them all)."""
+    """Remove one file's rows, atomically (`_delete`; a failure leaves them all)."""
     with transaction(conn):
         _delete(conn, file, trace)
 

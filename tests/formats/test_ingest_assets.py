@@ -21,6 +21,7 @@ from pipelines.defs.ingest import sensors as ingest_sensors
 from pipelines.defs.ingest.sensors import trace_inbox_sensor
 from pipelines.formats.source import trace_files
 from pipelines.ingest_store import ensure_tables
+from pipelines.warehouse import write_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "data" / "samples"
@@ -144,8 +145,16 @@ def test_inbox_sensor_ignores_a_file_removed_while_listing(inbox, monkeypatch):
     assert list(json.loads(context.cursor)) == [str(listed[0])]
 
 
-def test_forget_file_rolls_back_when_a_delete_fails(tmp_path, monkeypatch):
-    """A failing delete leaves all three tables as they were and no transaction open."""
+def _calibrated(conn, traces: list[str]) -> None:
+    """Calibration rows of `traces`, keyed by trace as the calibration asset writes them."""
+    write_table(conn, "calibration", pl.DataFrame({"trace": traces, "parameter": "compute_efficiency"}))
+    write_table(conn, "calibration_errors", pl.DataFrame({"trace": traces, "shape": "all"}))
+
+
+@pytest.mark.parametrize("failing_step", ["ingest_delete_file", "ingest_delete_calibration_errors"])
+def test_forget_file_rolls_back_when_a_delete_fails(tmp_path, monkeypatch, failing_step):
+    """A failing delete leaves the ingest and calibration tables as they were and no transaction
+    open."""
     from pipelines import ingest_store
     from pipelines.formats import read_trace
 
@@ -153,19 +162,41 @@ def test_forget_file_rolls_back_when_a_delete_fails(tmp_path, monkeypatch):
     real = ingest_store.run_sql
 
     def failing(conn, step, params=None):
-        if step == "ingest_delete_file":
+        if step == failing_step:
             raise duckdb.IOException("disk went away")
         return real(conn, step, params)
 
     with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
         ingest_store.ensure_tables(conn)
         ingest_store.replace_file(conn, result, None)
+        _calibrated(conn, [result.trace])
         monkeypatch.setattr(ingest_store, "run_sql", failing)
         with pytest.raises(duckdb.IOException):
             ingest_store.forget_file(conn, str(result.file), result.trace)
         assert conn.execute("SELECT count(*) FROM requests").fetchall() == [(result.rows.height,)]
+        for table in ("calibration", "calibration_errors"):
+            assert conn.execute(f"SELECT trace FROM {table}").fetchall() == [(result.trace,)]
         conn.execute("BEGIN TRANSACTION")   # none left open
         conn.execute("ROLLBACK")
+
+
+def test_calibration_rows_go_with_their_trace(inbox, tmp_path):
+    """Calibration ran on traces a, b and c; then b's file changed and c's left the folder: the
+    ingest removes their calibration rows with their requests (the warehouse mirrors the folder,
+    and those fits describe rows it no longer holds), and keeps a's."""
+    for name in ("a", "b", "c"):
+        shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox / f"{name}.csv")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_tables(conn)
+        ingest_folder.ingest_folder(conn, trace_files(inbox))
+        _calibrated(conn, ["a", "b", "c"])
+        lines = (inbox / "b.csv").read_text().splitlines(keepends=True)
+        (inbox / "b.csv").write_text("".join(lines[:10]))
+        (inbox / "c.csv").unlink()
+        outcome = ingest_folder.ingest_folder(conn, trace_files(inbox))
+        assert [row["trace"] for row in outcome.added] == ["b"] and len(outcome.removed) == 1
+        for table in ("calibration", "calibration_errors"):
+            assert conn.execute(f"SELECT trace FROM {table}").fetchall() == [("a",)]
 
 
 def test_requests_preview_leaves_out_prefix_hashes(inbox, tmp_path):
@@ -195,15 +226,18 @@ def test_warehouse_rows_equal_read_trace(tmp_path, name):
 
 
 def test_warehouse_of_an_older_release_is_rebuilt(inbox, tmp_path):
-    """Tables written by the first release (no `line`, fewer trace_files columns) are replaced."""
+    """Tables written by the first release (no `line`, fewer trace_files columns) are replaced,
+    and the calibration fitted on their rows goes with them (here of a trace no longer there)."""
     warehouse = tmp_path / "w.duckdb"
     with duckdb.connect(str(warehouse)) as conn:
         conn.execute("CREATE TABLE requests AS SELECT 'old:2' AS request_id, 'old' AS trace")
         conn.execute("CREATE TABLE trace_files AS SELECT 'old.csv' AS file, 'old' AS trace, 'x' AS sha256")
         conn.execute("CREATE TABLE rejected_requests AS SELECT 'old.csv' AS source_file")
+        _calibrated(conn, ["old"])
     shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
     ingest(warehouse)
     assert query(warehouse, "SELECT count(*), min(trace) FROM requests") == [(20, "vidur_splitwise_code.excerpt")]
+    assert query(warehouse, "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'calibration%'") == []
 
 
 def test_balance_check_fails_when_a_row_goes_missing(inbox, tmp_path):
