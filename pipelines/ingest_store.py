@@ -2,11 +2,11 @@
 file, so a re-run is idempotent and a file that fails to parse leaves every table as it was.
 
 Plain DuckDB, no Dagster (the ingest asset, pipelines/defs/ingest/assets.py, is wiring around
-it). The tables are created by sql/ingest_*_table.sql, rows are deleted by
-sql/ingest_delete_*.sql; only ingest writes tables row range by row range. The files a pass
-could not use are recorded, with their errors, in failed_trace_files (`record_failures`). A
-trace whose rows are replaced or removed loses its calibration rows in the same transaction:
-they were fitted on the rows that go.
+it). The tables are created by sql/ingest_*_table.sql (and the calibration asset's, empty, by
+sql/calibration*_table.sql), rows are deleted by sql/ingest_delete_*.sql; only ingest writes
+tables row range by row range. The files a pass could not use are recorded, with their errors,
+in failed_trace_files (`record_failures`). A trace whose rows are replaced or removed loses its
+calibration rows in the same transaction: they were fitted on the rows that go.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ TABLE_SQL = {"requests": "ingest_requests_table", "rejected_requests": "ingest_r
 # The on-demand calibration asset's tables (pipelines/defs/calibration/assets.py), one row set
 # per trace: results fitted on that trace's requests, which must not outlive them.
 CALIBRATION_TABLES = ("calibration", "calibration_errors")
+# Created with the ingest tables, empty until calibration runs, so that SQL against them works
+# from the first run on; and the view of what calibration replays, handy for SQL too.
+CALIBRATION_SQL = ("calibration_table", "calibration_errors_table", "calibration_requests")
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
@@ -44,14 +47,15 @@ def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
 
 
 def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
-    """Create the ingest tables (COLUMNS); a warehouse written by an older release (other columns)
-    has them dropped and recreated empty, so every file is ingested again, and its calibration
-    tables dropped with them: fitted on rows that are all replaced, they would otherwise also
-    keep the traces that left the folder before calibration rows went with their trace."""
+    """Create the ingest tables (COLUMNS) and, where they do not exist yet, the calibration
+    tables and view (CALIBRATION_SQL). A warehouse written by an older release (other ingest
+    columns) has its ingest tables dropped and recreated empty, so every file is ingested again,
+    and its calibration tables with them: they were fitted on rows that are all replaced (and
+    may hold traces that left the folder while the ingest left calibration alone)."""
     if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
         for table in (*COLUMNS, *CALIBRATION_TABLES):
             conn.execute(f"DROP TABLE IF EXISTS {table}")
-    for step in TABLE_SQL.values():
+    for step in (*TABLE_SQL.values(), *CALIBRATION_SQL):
         run_sql(conn, step)
 
 
@@ -63,15 +67,12 @@ def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, str]]
 
 
 def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
-    """Remove one file's rows, and its trace's calibration rows where calibration has run (its
-    tables exist only then): the warehouse mirrors the folder, and a fit of rows that are gone
-    would go on describing them."""
+    """Remove one file's rows, and its trace's calibration rows: the warehouse mirrors the
+    folder, and a fit of rows that are gone would go on describing them."""
     for step, value in (("ingest_delete_requests", trace), ("ingest_delete_rejected", file),
-                        ("ingest_delete_file", file)):
+                        ("ingest_delete_file", file), ("ingest_delete_calibration", trace),
+                        ("ingest_delete_calibration_errors", trace)):
         run_sql(conn, step, [value])
-    for table in CALIBRATION_TABLES:
-        if _columns(conn, table):
-            run_sql(conn, f"ingest_delete_{table}", [trace])
 
 
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:

@@ -16,7 +16,7 @@ from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.calibration.assets import calibrated
 from pipelines.defs.ingest.assets import ingested_traces
 from pipelines.roofline.calibration import calibrate_candidates
-from pipelines.warehouse import write_table
+from pipelines.warehouse import run_sql, write_table
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "observed"
 BUCKETS = Path(__file__).resolve().parents[2] / "data" / "reference" / "shape_buckets.csv"
@@ -80,6 +80,21 @@ def test_calibration_asset_without_observations_writes_empty_tables(tmp_path):
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         assert conn.sql("SELECT count(*) FROM calibration").fetchall()[0][0] == 0
         assert "shape_error_after" in conn.sql("FROM calibration_errors").pl().columns
+
+
+def test_the_tables_the_ingest_creates_empty_are_the_tables_the_asset_writes(tmp_path):
+    """sql/calibration*_table.sql, which the ingest runs so SQL works before calibration does,
+    declare the columns and types the asset writes (PARAMETER_SCHEMA, ERROR_SCHEMA)."""
+    _, warehouse = _materialize(tmp_path, _requests(False), {})
+    columns = ("SELECT table_name, column_name, data_type FROM information_schema.columns"
+               " WHERE table_name IN ('calibration', 'calibration_errors')"
+               " ORDER BY table_name, ordinal_position")
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        written = conn.sql(columns).fetchall()
+    with duckdb.connect() as conn:
+        for step in ("calibration_table", "calibration_errors_table"):
+            run_sql(conn, step)
+        assert conn.sql(columns).fetchall() == written
 
 
 def test_a_deployment_that_cannot_have_served_the_log_is_named_in_the_metadata(tmp_path):

@@ -89,6 +89,20 @@ def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
     assert query(warehouse, "SELECT count(*) FROM trace_files") == [(2,)]
 
 
+def test_calibration_tables_exist_empty_before_calibration_runs(inbox, tmp_path):
+    """The ingest (every run's first step) creates the calibration tables and the view
+    calibration_requests, so SQL against them works, with no rows, before the on-demand
+    calibration first runs (the samples carry no observed latencies: the view is empty too)."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    ingest(warehouse)
+    for name in ("calibration", "calibration_errors", "calibration_requests"):
+        assert query(warehouse, f"SELECT count(*) FROM {name}") == [(0,)]
+    assert query(warehouse, "SELECT column_name FROM information_schema.columns"
+                            " WHERE table_name = 'calibration' ORDER BY ordinal_position") == [
+        ("trace",), ("deployment",), ("parameter",), ("before",), ("after",), ("at_bound",)]
+
+
 def test_changed_file_is_replaced_not_added(inbox, tmp_path):
     warehouse = tmp_path / "w.duckdb"
     path = inbox / "t.csv"
@@ -237,7 +251,8 @@ def test_warehouse_of_an_older_release_is_rebuilt(inbox, tmp_path):
     shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
     ingest(warehouse)
     assert query(warehouse, "SELECT count(*), min(trace) FROM requests") == [(20, "vidur_splitwise_code.excerpt")]
-    assert query(warehouse, "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'calibration%'") == []
+    assert query(warehouse, "SELECT (SELECT count(*) FROM calibration), count(*) FROM calibration_errors") \
+        == [(0, 0)]
 
 
 def test_balance_check_fails_when_a_row_goes_missing(inbox, tmp_path):

@@ -61,6 +61,10 @@ def test_validate_materialize_and_summary(tmp_path):
     assert 'step "calibrated"' not in log
     # The run is recorded in DAGSTER_HOME, so `make ui` on the same home shows it.
     assert any((Path(env["DAGSTER_HOME"]) / "history").rglob("*.db"))
+    # calibration has not run, yet its tables and view answer SQL (README), with no rows
+    with duckdb.connect(env["FLEETSPEND_WAREHOUSE"], read_only=True) as conn:
+        for name in ("calibration", "calibration_errors", "calibration_requests"):
+            assert conn.execute(f"SELECT count(*) FROM {name}").fetchall() == [(0,)]
 
     summary = _run([sys.executable, "-m", "pipelines.summary"], env)
     assert summary.returncode == 0, summary.stderr

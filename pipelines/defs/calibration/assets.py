@@ -18,6 +18,8 @@ from pipelines.roofline.calibration import (
 )
 from pipelines.warehouse import read_table, run_sql, write_table
 
+# The two tables' columns, typed as sql/calibration_table.sql and sql/calibration_errors_table.sql
+# declare them (the ingest creates them empty, before calibration first runs).
 PARAMETER_SCHEMA = {"trace": pl.String, "deployment": pl.String, "parameter": pl.String,
                     "before": pl.Float64, "after": pl.Float64, "at_bound": pl.Boolean}
 ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,

@@ -1,0 +1,12 @@
+-- The calibration asset's fitted factors (pipelines/defs/calibration/assets.py, PARAMETER_SCHEMA):
+-- one row per observed trace x parameter. Created empty with the warehouse, so SQL against it
+-- works before calibration (on demand) first runs; that run replaces it whole, and the ingest
+-- deletes a trace's rows when it replaces or removes the trace's requests.
+CREATE TABLE IF NOT EXISTS calibration (
+    trace      VARCHAR,
+    deployment VARCHAR,
+    parameter  VARCHAR,
+    before     DOUBLE,
+    after      DOUBLE,
+    at_bound   BOOLEAN
+);
