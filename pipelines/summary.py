@@ -15,7 +15,6 @@ from datetime import timezone
 from pathlib import Path
 
 import duckdb
-import polars as pl
 
 from pipelines import settings
 from pipelines.formats.source import trace_files
@@ -23,12 +22,14 @@ from pipelines.reports.text import (
     HEADLINE_COLUMNS,
     REPORT_TABLES,
     SHAPE_COLUMNS,
+    SKIPPED_INTRO,
     SUMMARY_LINE_COLUMNS,
     WHAT_IF_COLUMNS,
     ReportTables,
     headline,
     markdown_table,
     summary_lines,
+    what_if_scenarios,
 )
 from pipelines.warehouse import run_sql
 
@@ -51,7 +52,7 @@ def _union(*parts: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
 READS = _union(
     {table: () for table in REPORT_TABLES},  # ReportTables.read reads each one whole
     {"fleet_summary": SUMMARY_LINE_COLUMNS, "shape_spend": SHAPES_SHOWN,
-     "what_if": ("shape", *WHAT_IFS_SHOWN)},
+     "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN)},
     HEADLINE_COLUMNS,
     {"roofline": ("deployment", "caveat"), "request_stages": ("deployment", "scenario"),
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
@@ -163,8 +164,10 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print(f"\n== Top {top} request shapes by share of spend ==")
     print(markdown_table(tables.shape_spend.sort("rank").head(top), SHAPES_SHOWN))
     print("\n== What-if replays (all shapes) ==")
-    print(markdown_table(tables.what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day"),
-                         WHAT_IFS_SHOWN))
+    scenarios, skipped = what_if_scenarios(tables.what_if)
+    print(markdown_table(scenarios, WHAT_IFS_SHOWN))
+    if skipped:
+        print(f"{SKIPPED_INTRO}\n" + "\n".join(f"- {line}" for line in skipped))
     print("\n" + headline(tables))
     reports = settings.reports_dir()
     shell = Path(sys.executable).with_name("duckdb")

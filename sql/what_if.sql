@@ -5,8 +5,8 @@
 --                      baseline, in its numbers (scenario_fleets.change)
 --   spend_usd          attributed (busy) GPU spend: GPU-seconds x the scenario's $/GPU-hour
 --   delta_usd_per_day  delta_usd scaled to a day: each trace's delta x 86,400 / its baseline span
---   (dollar deltas are rounded to a millionth of a dollar: an unchanged fleet's difference of two
---   float sums is 0, not 3e-13)
+--   (dollar deltas are rounded to a millionth of a dollar and delta_pct to a millionth of a
+--   percentage point: an unchanged fleet's difference of two float sums is 0, not 3e-13)
 --   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
 --                      it moves only when the fleet's GPUs, replicas, price or span change
 --   p95_ttft_s, p95_tpot_s and their deltas (scenario - baseline), seconds
@@ -80,7 +80,7 @@ SELECT
     b.spend_usd AS baseline_usd,
     r.spend_usd,
     round(r.spend_usd - b.spend_usd, 6) AS delta_usd,
-    100 * (r.spend_usd - b.spend_usd) / b.spend_usd AS delta_pct,
+    round(100 * (r.spend_usd - b.spend_usd) / b.spend_usd, 6) AS delta_pct,
     round(r.usd_per_day - b.usd_per_day, 6) AS delta_usd_per_day,
     b.p95_ttft_s AS baseline_p95_ttft_s,
     r.p95_ttft_s,

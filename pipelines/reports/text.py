@@ -67,9 +67,13 @@ class Fact:
 
 
 def _fmt(value) -> str:
+    """A cell for reading. A rounded delta of float noise below zero is -0.0 (sql/what_if.sql
+    rounds deltas): it prints as 0, since "-0" reads as a saving that is not there."""
     if value is None:
         return "–"
     if isinstance(value, float):
+        if value == 0:  # -0.0 included
+            return "0"
         if abs(value) >= 1000:
             return f"{value:,.0f}"
         return f"{value:.3g}" if abs(value) < 1 else f"{value:,.2f}"
@@ -118,6 +122,19 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
     rows = what_if.filter((pl.col("shape") == "all") & (pl.col("delta_usd_per_day") < 0)
                           & (pl.col("delta_p95_ttft_s") <= 0) & (pl.col("delta_p95_tpot_s") <= 0))
     return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
+
+
+SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
+
+
+def what_if_scenarios(what_if: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """The all-shapes rows of the scenarios that were replayed, by Δ $/day, and "`name`: reason"
+    for each skipped one: a skipped scenario has no figures, so as a table row it would be a row
+    of dashes that hides why (the report and the summary list these under their table)."""
+    scenarios = what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day")
+    skipped = scenarios.filter(pl.col("skipped").is_not_null())
+    return (scenarios.filter(pl.col("skipped").is_null()),
+            [f"`{r['scenario']}`: {r['skipped']}" for r in skipped.iter_rows(named=True)])
 
 
 # Table -> the columns headline_facts (and best_scenario) read (pipelines/summary.py checks them).
@@ -183,9 +200,7 @@ def report_blocks(t: ReportTables, deployment: str,
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
     deployment's come first, before any dollar figure; a what-if fleet's under its table."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
-    scenarios = t.what_if.filter(pl.col("shape") == "all").sort("delta_usd_per_day")
-    skipped = scenarios.filter(pl.col("skipped").is_not_null())
-    scenarios = scenarios.filter(pl.col("skipped").is_null())
+    scenarios, skipped = what_if_scenarios(t.what_if)
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS)] if t.chargeback.height else
                   [("p", "The traces name no model or tenant, so the `chargeback` table is empty.")])
     baseline_caveats = [text for section, text in caveats if section == "baseline"]
@@ -222,9 +237,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("table", scenarios, WHAT_IF_COLUMNS),
         *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),
            ("ul", what_if_caveats)] if what_if_caveats else []),
-        *([("p", "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"),
-           ("ul", [f"`{r['scenario']}`: {r['skipped']}" for r in skipped.iter_rows(named=True)])]
-          if skipped.height else []),
+        *([("p", SKIPPED_INTRO), ("ul", skipped)] if skipped else []),
         ("h2", "Chargeback: spend by model and tenant"),
         *chargeback,
         ("h2", "The fleet over time"),

@@ -218,6 +218,25 @@ def test_summary_names_files_the_last_ingest_could_not_read(demo_run, tmp_path, 
     assert "Not in the warehouse yet" not in out   # new.csv is named once, as failed
 
 
+def test_summary_gives_the_reason_a_what_if_scenario_was_skipped(demo_run, tmp_path, monkeypatch,
+                                                                 capsys):
+    """A scenario that cannot apply to the deployment has no figures: the summary lists it
+    under the table with its reason, as report.md does, not as a row of dashes."""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    reason = "scenario 'tp3': tp=3 cannot split llama-3.1-70b's 64 attention heads"
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("INSERT INTO what_if (scenario, rank, shape, skipped) VALUES ('tp3', 0, 'all', ?)",
+                     [reason])
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    assert summary.main() == 0
+    out = capsys.readouterr().out
+    assert "| tp3 |" not in out
+    assert ("\nNot replayed, as they cannot apply to this deployment (`what_if.skipped`):\n"
+            f"- `tp3`: {reason}\n") in out
+    assert out.index("| b200 |") < out.index("- `tp3`") < out.index("Decode owns")
+
+
 def test_summary_of_report_tables_from_an_older_release_names_what_they_lack(demo_run, tmp_path,
                                                                            monkeypatch, capsys):
     old = tmp_path / "old.duckdb"

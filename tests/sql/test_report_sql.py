@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
 from pipelines.reports.sql_tables import SQL_TABLES
+from pipelines.reports.text import WHAT_IF_COLUMNS, markdown_table
 from pipelines.settings import reference_dir
 from pipelines.warehouse import run_sql, write_table
 
@@ -186,3 +189,20 @@ def test_what_if(conn):
     })
     # dollar deltas are rounded to a millionth of a dollar (sql/what_if.sql)
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=5e-7)
+
+
+def test_what_if_of_a_scenario_that_changes_nothing_is_zero(conn):
+    """A replay that changes nothing can still differ from the baseline in the last bits of its
+    sums (here: one request's GPU-seconds two ULPs short); its Δ spend % is 0, as its dollar
+    deltas are, and the report and summary tables print 0, not -3.2e-14 (nor -0)."""
+    conn.execute("DELETE FROM scenario_stages")
+    conn.execute("INSERT INTO scenario_stages BY NAME SELECT trace, 's' AS scenario,"
+                 " 'd+s' AS deployment, request_id, ttft_s, tpot_s,"
+                 " CASE WHEN request_id = 'a' THEN ? ELSE gpu_s END AS gpu_s"
+                 " FROM request_stages", [math.nextafter(math.nextafter(10.0, 0.0), 0.0)])
+    run_sql(conn, "what_if")
+    rows = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl()
+    assert rows["spend_usd"][0] != rows["baseline_usd"][0]   # the noise is there
+    assert rows["delta_pct"].to_list() == [0.0] and rows["delta_usd"].to_list() == [0.0]
+    assert "| s | 0.011 | 0 | 0 |" in markdown_table(rows, WHAT_IF_COLUMNS).replace(
+        f"| {rows['change'][0]} ", "")
