@@ -109,10 +109,18 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
             f"{s['output_tokens']:,} output tokens; {s['gpu_hours']:,.1f} GPU-hours = "
             f"${s['spend_usd']:,.2f} (idle {100 * s['idle_share']:.1f}% = ${s['idle_usd']:,.2f}); "
             f"TTFT p50/p95 {s['p50_ttft_s']:.3f}/{s['p95_ttft_s']:.3f} s; "
-            f"TPOT p50/p95 {1000 * s['p50_tpot_s']:.1f}/{1000 * s['p95_tpot_s']:.1f} ms; "
+            f"{_tpot_text(s['p50_tpot_s'], s['p95_tpot_s'])}; "
             f"${s['usd_per_1m_output_tokens']:,.2f} per 1M output tokens"
         )
     return lines
+
+
+def _tpot_text(p50: float | None, p95: float | None) -> str:
+    """TPOT percentiles in ms; none where every answer is one token (no interval between tokens,
+    so fleet_summary's percentiles are null)."""
+    if p50 is None:
+        return "TPOT none (one-token answers only)"
+    return f"TPOT p50/p95 {1000 * p50:.1f}/{1000 * p95:.1f} ms"
 
 
 def best_scenario(what_if: pl.DataFrame) -> dict | None:
