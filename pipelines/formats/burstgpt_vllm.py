@@ -36,7 +36,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_
         raise ValueError(f"{shown}: format {FORMAT!r} needs out_len_per_token= (a finite number > 0, got "
                          f"{out_len_per_token!r}): its out_len is not a token count, and the unit is never guessed")
     entries = json_records(plain, shown, EXPECTED, NEEDED, "one JSON object of same-shaped entries",
-                           lambda frame: frame.unpivot(variable_name="key").unnest("value"))
+                           lambda frame, keys: frame.unpivot(on=keys, variable_name="key").unnest("value"))
     number = {name: pl.col(name).cast(pl.Float64, strict=False) for name in CLOCKS}
     text = {name: field_text(pl.col(name)) for name in NEEDED}
     parsed = entries.select(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import polars as pl
@@ -27,6 +28,12 @@ NON_FINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,\]}]"
 # a string, t, f, N and I only start a bare word, and '-' a negative number or -Infinity).
 JSON_TOKEN = r'(?s)"(?:[^"\\]|\\.)*"|NaN|-?Infinity|true|false|[^"tfNI-]+|.'
 BARE_WORDS = ("true", "false", "NaN", "Infinity", "-Infinity")
+# Where such a word may stand as a value (after ':', '[' or ','), looked for only in documents that
+# hold one of the words at all (a plain byte search, several times faster over a large file): most
+# have none and skip the tokenizing; a string that says ", true" only costs the tokenizing, which
+# leaves it as written.
+BARE_VALUE = re.compile(r"[:\[,]\s*-?(?:true|false|NaN|Infinity)\b")
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
@@ -74,16 +81,29 @@ def whole_number(column: str) -> pl.Expr:
 
 
 def json_records(plain: Path, shown: Path, expected: str, needed: tuple[str, ...], shape: str,
-                 records=lambda frame: frame) -> pl.DataFrame:
-    """A whole JSON document as one row per record (`records` turns what pl.read_json gives
-    into records); TraceFormatError naming the file if it is not `shape` or lacks `needed`."""
+                 records=lambda frame, keys: frame) -> pl.DataFrame:
+    """A whole JSON document as one row per record: `records` turns what pl.read_json gives into
+    records, given a keyed document's top-level keys in file order (None for an array: its order
+    is kept). TraceFormatError naming the file if it is not UTF-8, not `shape`, repeats a key or
+    lacks `needed`."""
+    data = plain.read_bytes()
+    bom = len(UTF8_BOM) if data.startswith(UTF8_BOM) else 0
     try:
-        document = _bare_words_as_text(plain.read_bytes().decode("utf-8-sig"))
-        frame = _in_file_order(pl.read_json(io.StringIO(document), infer_schema_length=None), document)
-        frame = records(frame)
+        text = data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(f"{shown}: not UTF-8 text (byte {bom + exc.start}); expected {expected}") from None
+    if any(word.encode() in data for word in BARE_WORDS[:4]) and BARE_VALUE.search(text):
+        source = io.StringIO(_bare_words_as_text(text))
+    else:  # as the file is (Polars reads a path fastest), past a BOM
+        source = io.BytesIO(data[bom:]) if bom else plain
+    try:
+        frame = pl.read_json(source, infer_schema_length=None)
+        keys = _top_level_keys(text, shown, expected) if text.lstrip().startswith("{") else None
+        frame = records(frame, keys)
+    except TraceFormatError:
+        raise
     except (pl.exceptions.PolarsError, ValueError) as exc:
-        raise TraceFormatError(f"{shown}: not {shape} ({str(exc).splitlines()[0][:120]}); "
-                               f"expected {expected}") from None
+        raise TraceFormatError(f"{shown}: not {shape} ({_why_not_json(text, exc)}); expected {expected}") from None
     missing = [name for name in needed if name not in frame.columns]
     if missing:
         raise TraceFormatError(f"{shown}: no field(s) {missing}; expected {expected}")
@@ -96,23 +116,36 @@ def _bare_words_as_text(document: str) -> str:
     had), and refuses the whole document for one NaN (not JSON, but what Python's json.dumps writes
     for a non-finite float). As text, the readers' non-strict casts make "true" null and "NaN" the
     non-finite float it stands for, both of which the checks refuse: the row is rejected with the
-    field and its value in the reason, and the file's other rows are kept. Tokens rather than a
-    plain replace, so that a string saying "true" or "NaN" is left as written (most logs have none
-    of these words at all, and skip the tokenizing)."""
-    if not re.search("true|false|NaN|Infinity", document):
-        return document
+    field and its value in the reason, and the file's other rows are kept (its `raw` text shows
+    the value quoted). Tokens rather than a plain replace, so that a string saying "true" or
+    "NaN" is left as written. Only for documents BARE_VALUE finds such a value in."""
     token = pl.col("token")
     tokens = pl.DataFrame({"token": [document]}).select(token.str.extract_all(JSON_TOKEN).explode())
     return tokens.select(pl.when(token.is_in(BARE_WORDS)).then(pl.format('"{}"', token)).otherwise(token)
                          .str.join()).item()
 
 
-def _in_file_order(frame: pl.DataFrame, document: str) -> pl.DataFrame:
-    """`frame` (what pl.read_json made of `document`) with a top-level object's keys, one column
-    each, in the order the file writes them. pl.read_json keeps that order for up to 32 keys and
-    scrambles it beyond (differently from one process to the next), while a keyed log's rows are
-    numbered in file order (BurstGPT-vLLM: completion order) and must number the same on every
-    run. Python's json parser keeps a document's key order; arrays need nothing."""
-    if not document.lstrip().startswith("{"):
-        return frame
-    return frame.select(list(json.loads(document)))
+def _top_level_keys(document: str, shown: Path, expected: str) -> list[str]:
+    """A keyed document's top-level keys in the order the file writes them. pl.read_json keeps
+    that order for up to 32 keys and scrambles it beyond (differently from one process to the
+    next), while a keyed log's rows are numbered in file order (BurstGPT-vLLM: completion order)
+    and must number the same on every run. Python's parser reports each object's keys in order
+    (every object becomes the list of its keys: cheap); a key written twice would silently hide
+    the entry before it, so it fails the file."""
+    keys = json.JSONDecoder(object_pairs_hook=lambda pairs: [key for key, _ in pairs]).decode(document)
+    repeated = sorted(key for key, count in Counter(keys).items() if count > 1)
+    if repeated:
+        raise TraceFormatError(f"{shown}: key(s) {repeated[:5]} appear more than once, and each would "
+                               f"hide the entry before it; expected {expected}")
+    return keys
+
+
+def _why_not_json(text: str, exc: Exception) -> str:
+    """Where `text` stops being JSON, by line and column of the file as written (Polars counts
+    characters of the document after _bare_words_as_text); Polars' own message when the text is
+    JSON and something else failed (mixed-shape records, a missing field)."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as bad:
+        return f"{bad.msg} at line {bad.lineno} column {bad.colno}"
+    return str(exc).splitlines()[0][:120]

@@ -633,4 +633,26 @@ def test_whole_json_documents_are_read_as_utf8_with_or_without_a_bom(tmp_path):
     path = write(tmp_path / "latin1.json", body.encode("latin-1"))   # past the 64 KiB head_text checks
     with pytest.raises(TraceFormatError) as info:
         read_trace(path)
-    assert str(info.value).startswith(f"{path}: not a JSON array of objects ('utf-8' codec can't decode byte 0xe9")
+    assert str(info.value).startswith(f"{path}: not UTF-8 text (byte {body.encode('latin-1').index(0xe9)})")
+    bom = write(tmp_path / "bom_latin1.json", b"\xef\xbb\xbf" + body.encode("latin-1"))
+    with pytest.raises(TraceFormatError, match=rf"not UTF-8 text \(byte {3 + body.encode('latin-1').index(0xe9)}\)"):
+        read_trace(bom)   # the byte is counted from the start of the file, its BOM included
+
+
+def test_a_key_written_twice_in_a_keyed_log_fails_the_file_naming_it(tmp_path):
+    """pl.read_json keeps the last of two entries with one key: the first would vanish uncounted."""
+    entry = json.dumps(VLLM_ROW)
+    path = write(tmp_path / "detail_log.json", f'{{"1": {entry}, "2": {entry}, "1": {entry}}}')
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path, out_len_per_token=6.5)
+    assert str(info.value).startswith(f"{path}: key(s) ['1'] appear more than once")
+
+
+def test_a_broken_document_is_located_by_line_and_column_as_written(tmp_path):
+    """Bare words are quoted before Polars reads the document; the position in the message is the
+    file's own, not the rewritten text's."""
+    path = write(tmp_path / "llmperf.json", '[{"number_input_tokens": NaN, "ttft_s": true,\n'
+                                            '  "number_output_tokens": 2 "end_to_end_latency_s": 1.0}]')
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path, format="llmperf")
+    assert "(Expecting ',' delimiter at line 2 column 29)" in str(info.value)
