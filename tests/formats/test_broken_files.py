@@ -118,6 +118,7 @@ def test_a_character_cut_at_the_64_kib_edge_is_not_an_encoding_error(tmp_path, b
     result = read_trace(write(tmp_path / "edge.csv", content))
     assert (result.rows_read, result.rows.height, result.rejected.height) == (2, 1, 1)
 
+
 def test_huge_integers_nan_and_inf(tmp_path):
     path = azure(tmp_path, "huge.csv", [
         "2023-11-16 18:17:03.0000000,99999999999999999999999,10",
