@@ -36,8 +36,9 @@ def reference_dir() -> Path:
 
 
 def nightly_cron() -> str:
-    """When the nightly schedule runs: FLEETSPEND_NIGHTLY_CRON (a 5-field cron string or a Dagster
-    alias such as @daily, UTC; pipelines/defs/schedules.py checks it), default 02:00 every day."""
+    """When the nightly schedule runs: FLEETSPEND_NIGHTLY_CRON (a 5-field cron string or one of
+    the aliases @hourly, @daily, @weekly, @monthly, UTC; pipelines/defs/schedules.py checks it),
+    default 02:00 every day."""
     return os.environ.get("FLEETSPEND_NIGHTLY_CRON", "").strip() or "0 2 * * *"
 
 
