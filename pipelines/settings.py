@@ -45,9 +45,15 @@ def nightly_cron() -> str:
 DEFAULT_DEPLOYMENT = "azure-2023-70b-h100"
 
 
-def deployment() -> str:
-    """The catalog deployment (deployments.csv) the traces are replayed on when a run's config
-    names none: FLEETSPEND_DEPLOYMENT, default the demo fleet. A setting, not only run config,
-    because the nightly schedule, the inbox sensor and a cron line each start runs of their own:
-    the fleet a user chose must hold for all of them."""
-    return os.environ.get("FLEETSPEND_DEPLOYMENT", "").strip() or DEFAULT_DEPLOYMENT
+def deployment_choice(configured: str | None, config: str) -> tuple[str, str]:
+    """The catalog deployment (deployments.csv) a run replays on, and where that name came from,
+    so a message about a bad name points at the place to fix it: `configured` (the run config,
+    described by `config`) when given, else FLEETSPEND_DEPLOYMENT, else the demo fleet ("`config`
+    (default)"). A setting, not only run config, because the nightly schedule, the inbox sensor
+    and a cron line each start runs of their own: the fleet a user chose must hold for all."""
+    if configured is not None:
+        return configured, config
+    setting = os.environ.get("FLEETSPEND_DEPLOYMENT", "").strip()
+    if setting:
+        return setting, "FLEETSPEND_DEPLOYMENT"
+    return DEFAULT_DEPLOYMENT, f"{config} (default)"

@@ -67,19 +67,10 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
     return chosen
 
 
-def _default_deployment() -> tuple[str, str]:
-    """(where it came from, name) of the deployment a run replays on when its config names none:
-    the FLEETSPEND_DEPLOYMENT setting (so a typo there is named as that setting), else the
-    built-in default."""
-    name = settings.deployment()
-    if name == settings.DEFAULT_DEPLOYMENT:
-        return f"{REPLAY_OP}.deployment (default)", name
-    return "FLEETSPEND_DEPLOYMENT", name
-
-
 def run_choices(run_config) -> RunChoices:
     """The deployment names a run config chooses (any asset config field named `deployment`, and
-    the calibration's per-trace `deployments`); the replay's, or its default when it names none,
+    the calibration's per-trace `deployments`); the replay's, or when it names none (or null)
+    FLEETSPEND_DEPLOYMENT or the default (settings.deployment_choice, as the assets decide it),
     is the one the what-if scenarios are checked against. An op that takes no config (a typo
     of one that does) is a problem: Dagster would run without the config the user meant."""
     problems: list[str] = []
@@ -92,7 +83,7 @@ def run_choices(run_config) -> RunChoices:
             continue
         cfg = _mapping(_mapping(body, f"ops.{op}", problems).get("config"), f"ops.{op}.config", problems)
         replay_options(cfg, f"ops.{op}.config", problems)
-        if "deployment" in cfg:
+        if cfg.get("deployment") is not None:  # null, as Dagster takes it, is no choice
             if isinstance(cfg["deployment"], str):
                 chosen.append((f"{op}.deployment", cfg["deployment"]))
             else:
@@ -100,7 +91,9 @@ def run_choices(run_config) -> RunChoices:
                                 f"expected a deployment name")
         if op == CALIBRATION_OP:
             chosen += calibration_choices(cfg, problems)
-    replay = next((c for c in chosen if c[0] == f"{REPLAY_OP}.deployment"), _default_deployment())
+    configured = next((name for where, name in chosen if where == f"{REPLAY_OP}.deployment"), None)
+    name, source = settings.deployment_choice(configured, f"{REPLAY_OP}.deployment")
+    replay = (source, name)
     return RunChoices(deployments=chosen if replay in chosen else [*chosen, replay], replay=replay,
                       problems=problems)
 

@@ -138,8 +138,18 @@ def test_a_trace_with_a_deployment_and_candidates_fails(tmp_path):
 
 
 def test_unknown_deployment_fails_with_its_name(tmp_path):
-    with pytest.raises(dg.Failure, match="no-such-fleet"):
+    with pytest.raises(dg.Failure, match="^calibration config: trace burstgpt-scale100: unknown "
+                                         "deployment 'no-such-fleet'"):
         _materialize(tmp_path, _requests(True), {"deployment": "no-such-fleet"})
+
+
+def test_a_typo_in_the_deployment_setting_is_named_as_that_setting(tmp_path, monkeypatch):
+    """Without the preflight, a bad FLEETSPEND_DEPLOYMENT is named as that setting, not as run
+    config the user never wrote."""
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "no-such-fleet")
+    with pytest.raises(dg.Failure, match="^FLEETSPEND_DEPLOYMENT: trace burstgpt-scale100: "
+                                         "unknown deployment 'no-such-fleet'"):
+        _materialize(tmp_path, _requests(True), {})
 
 
 MAPPING = {"format": "csv", "time_unit": "s",

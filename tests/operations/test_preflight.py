@@ -193,6 +193,20 @@ def test_a_calibration_deployment_is_not_checked_against_the_scenarios(tmp_path,
     assert code == 2 and "calibrated.deployment='nope': no such deployment" in err
 
 
+@pytest.mark.parametrize("op", ["replayed_fleet", "calibrated"])
+def test_a_null_deployment_names_none(tmp_path, monkeypatch, capsys, op):
+    """Dagster takes `deployment: null` (the field is optional): the run then uses
+    FLEETSPEND_DEPLOYMENT or the default, which is what the preflight checks, not "None"."""
+    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT", raising=False)
+    config = f"ops:\n  {op}:\n    config:\n      deployment: null\n"
+    code, out, err = _command(tmp_path, monkeypatch, capsys, config)
+    assert code == 0 and err == "" and "configuration ok" in out
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-exampel")
+    code, _, err = _command(tmp_path, monkeypatch, capsys, config)
+    assert code == 2 and "None" not in err
+    assert "- FLEETSPEND_DEPLOYMENT='seed-exampel': no such deployment" in err
+
+
 @pytest.mark.parametrize("text, expected", [
     ("- ops\n- replayed_fleet\n", "run config (the whole file): ['ops', 'replayed_fleet'] is a list, expected a mapping"),
     ("ops:\n  - replayed_fleet\n", "run config ops: ['replayed_fleet'] is a list, expected a mapping"),

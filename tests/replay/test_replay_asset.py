@@ -90,6 +90,23 @@ def test_the_deployment_setting_holds_for_runs_without_config_and_config_overrid
         assert set(read_table(conn, "request_stages")["deployment"]) == {"azure-2023-70b-h100"}
 
 
+def test_a_typo_in_the_deployment_setting_is_named_as_that_setting(tmp_path, monkeypatch):
+    """Materialized without the preflight (a plain DuckDBResource), a bad FLEETSPEND_DEPLOYMENT
+    is reported as that setting, not as run config the user never wrote; `deployment: null` in
+    run config names no deployment either."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("a", [100, 200]))
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-exampel")
+    for run_config in ({}, {"ops": {"replayed_fleet": {"config": {"deployment": None}}}}):
+        result = dg.materialize([replayed_fleet], raise_on_error=False, run_config=run_config,
+                                resources={"duckdb": DuckDBResource(database=str(path))})
+        failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+        message = failure.event_specific_data.error.message
+        assert "FLEETSPEND_DEPLOYMENT: unknown deployment 'seed-exampel': " in message
+        assert "replay config" not in message
+
+
 def test_a_failing_second_trace_leaves_the_previous_tables(tmp_path):
     path = tmp_path / "w.duckdb"
     with _connect(path) as conn:

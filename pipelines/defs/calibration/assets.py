@@ -83,13 +83,16 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         raise dg.Failure(f"calibration config: deployments / candidates name trace(s) {unknown}"
                          f" with no observed latencies in the warehouse; traces with observed"
                          f" latencies: {', '.join(observed) or 'none'}")
+    default, default_source = settings.deployment_choice(config.deployment, "calibration config")
     deployments = {}
     for trace in traces:
-        names = config.candidates.get(trace) or [config.deployments.get(trace, config.deployment or settings.deployment())]
+        named = trace in config.candidates or trace in config.deployments
+        names = config.candidates.get(trace) or [config.deployments.get(trace, default)]
         try:
             deployments[trace] = [catalog.deployment(name) for name in names]
         except CatalogError as exc:
-            raise dg.Failure(f"calibration config: trace {trace}: {exc}") from None
+            source = "calibration config" if named else default_source
+            raise dg.Failure(f"{source}: trace {trace}: {exc}") from None
     parameters, errors, summary, skipped, choices = [], [], {}, {}, {}
     for trace, frame in traces.items():
         offered = deployments[trace]

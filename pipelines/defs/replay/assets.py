@@ -21,7 +21,7 @@ REPLAY_TABLES = ["request_stages", "fleet_timeline"]
 
 class ReplayConfig(dg.Config):
     # the deployments.csv row to replay on; none: the FLEETSPEND_DEPLOYMENT setting, read when
-    # the run starts (settings.deployment)
+    # the run starts (settings.deployment_choice)
     deployment: str | None = None
     timeline_bin_s: float = 60.0
     router: str = "least_outstanding"
@@ -81,11 +81,11 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
     replay_options(config.model_dump(), "ops.replayed_fleet.config", problems)
     if problems:  # the preflight names them first in a run through the warehouse resource
         raise dg.Failure("; ".join(problems))
+    name, source = settings.deployment_choice(config.deployment, "replay config")
     try:
-        deployment = load_catalog(settings.reference_dir()).deployment(
-            config.deployment or settings.deployment())
+        deployment = load_catalog(settings.reference_dir()).deployment(name)
     except CatalogError as exc:
-        raise dg.Failure(f"replay config: {exc}") from None
+        raise dg.Failure(f"{source}: {exc}") from None
     with duckdb.get_connection() as conn:
         traces = by_trace(read_table(conn, "requests"))
         if not traces:
