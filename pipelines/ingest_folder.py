@@ -27,11 +27,13 @@ from pipelines.ingest_store import forget_file, ingested, record_failures, repla
 @dataclass
 class FolderIngest:
     """What one pass over the folder did: the trace_files rows of the files read this time,
-    file path -> reason for those that failed, and the files whose rows were removed."""
+    file path -> reason for those that failed, the files whose rows were removed, and how many
+    calibration rows went with replaced or removed rows (a fit costs a calibration run)."""
 
     added: list[dict] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
+    calibration_rows_removed: int = 0
 
 
 def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
@@ -44,9 +46,10 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
     identity = {file: tuple(rest) for file, (_, *rest) in known.items()}
     present = {str(f) for f in files}
     for gone in sorted(set(known) - present):
-        forget_file(conn, gone, traces[gone])
+        calibration = forget_file(conn, gone, traces[gone])
         outcome.removed.append(gone)
-        log(f"{gone}: no longer in the folder; its rows were removed")
+        outcome.calibration_rows_removed += calibration
+        log(f"{gone}: no longer in the folder; its rows were removed{_calibration_note(calibration)}")
     claimed = {traces[f]: f for f in traces if f in present}
     for file in files:
         options: dict = {}
@@ -67,13 +70,23 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
             outcome.failed[str(file)] = (f"{exc.filename or file}: cannot be read"
                                          f" ({exc.strerror or exc})")
             continue
-        replace_file(conn, result, traces.get(str(file)), canonical(options))
+        calibration = replace_file(conn, result, traces.get(str(file)), canonical(options))
         claimed[result.trace] = str(file)
         outcome.added.append(result.file_row())
+        outcome.calibration_rows_removed += calibration
         log(f"{file.name}: {result.format}, {result.rows_read} rows read, "
-            f"{result.rows.height} accepted, {result.rejected.height} rejected")
+            f"{result.rows.height} accepted, {result.rejected.height} rejected"
+            f"{_calibration_note(calibration)}")
     record_failures(conn, outcome.failed)
     return outcome
+
+
+def _calibration_note(rows: int) -> str:
+    """The end of a file's log line when its old rows took calibration rows with them (nothing
+    when none did): the user learns a fit is gone before looking for it."""
+    if not rows:
+        return ""
+    return f"; its trace's {rows:,} calibration rows (calibration, calibration_errors) were removed"
 
 
 def _with_sidecar(message: str, file: Path, options: dict) -> str:

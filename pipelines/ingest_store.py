@@ -66,13 +66,15 @@ def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, str]]
             run_sql(conn, "ingest_known_files").fetchall()}
 
 
-def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
+def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> int:
     """Remove one file's rows, and its trace's calibration rows: the warehouse mirrors the
-    folder, and a fit of rows that are gone would go on describing them."""
+    folder, and a fit of rows that are gone would go on describing them. Returns how many
+    calibration rows (both tables) went, for the ingest to say: a fit took a calibration run."""
     for step, value in (("ingest_delete_requests", trace), ("ingest_delete_rejected", file),
-                        ("ingest_delete_file", file), ("ingest_delete_calibration", trace),
-                        ("ingest_delete_calibration_errors", trace)):
+                        ("ingest_delete_file", file)):
         run_sql(conn, step, [value])
+    return sum(run_sql(conn, step, [trace]).fetchone()[0]
+               for step in ("ingest_delete_calibration", "ingest_delete_calibration_errors"))
 
 
 def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
@@ -93,23 +95,25 @@ def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> N
 
 
 def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trace: str | None,
-                 options: str = "{}") -> None:
+                 options: str = "{}") -> int:
     """Swap one file's rows in the ingest tables, atomically (`_delete` first); `options` is the
     canonical text of the file's sidecar options (pipelines/formats/sidecar.py). The row records
     when: should the file later fail to read, the summary says from when the rows the reports
-    still show are."""
+    still show are. Returns the calibration rows removed with the old rows."""
     row = {**result.file_row(), "options": options, "ingested_at": datetime.now(timezone.utc)}
     with transaction(conn):
-        _delete(conn, row["file"], old_trace or row["trace"])
+        removed = _delete(conn, row["file"], old_trace or row["trace"])
         _insert_requests(conn, result)
         _insert(conn, "rejected_requests", result.rejected)
         _insert(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
+    return removed
 
 
-def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> None:
-    """Remove one file's rows, atomically (`_delete`; a failure leaves them all)."""
+def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> int:
+    """Remove one file's rows, atomically (`_delete`; a failure leaves them all); returns the
+    calibration rows removed with them."""
     with transaction(conn):
-        _delete(conn, file, trace)
+        return _delete(conn, file, trace)
 
 
 def record_failures(conn: duckdb.DuckDBPyConnection, failed: dict[str, str]) -> None:

@@ -197,20 +197,29 @@ def test_forget_file_rolls_back_when_a_delete_fails(tmp_path, monkeypatch, faili
 def test_calibration_rows_go_with_their_trace(inbox, tmp_path):
     """Calibration ran on traces a, b and c; then b's file changed and c's left the folder: the
     ingest removes their calibration rows with their requests (the warehouse mirrors the folder,
-    and those fits describe rows it no longer holds), and keeps a's."""
+    and those fits describe rows it no longer holds), keeps a's, and says so: each file's log
+    line counts the calibration rows that went, and the trace_files metadata the total."""
     for name in ("a", "b", "c"):
         shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox / f"{name}.csv")
-    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
-        ensure_tables(conn)
-        ingest_folder.ingest_folder(conn, trace_files(inbox))
+    warehouse = tmp_path / "w.duckdb"
+    assert files_metadata(ingest(warehouse))["calibration_rows_removed_this_run"] == 0
+    with duckdb.connect(str(warehouse)) as conn:
         _calibrated(conn, ["a", "b", "c"])
-        lines = (inbox / "b.csv").read_text().splitlines(keepends=True)
-        (inbox / "b.csv").write_text("".join(lines[:10]))
-        (inbox / "c.csv").unlink()
-        outcome = ingest_folder.ingest_folder(conn, trace_files(inbox))
-        assert [row["trace"] for row in outcome.added] == ["b"] and len(outcome.removed) == 1
-        for table in ("calibration", "calibration_errors"):
-            assert conn.execute(f"SELECT trace FROM {table}").fetchall() == [("a",)]
+    lines = (inbox / "b.csv").read_text().splitlines(keepends=True)
+    (inbox / "b.csv").write_text("".join(lines[:10]))
+    (inbox / "c.csv").unlink()
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([ingest_assets.ingested_traces], instance=instance,
+                                resources={"duckdb": DuckDBResource(database=str(warehouse))})
+        log = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    meta = files_metadata(result)
+    assert meta["files_ingested_this_run"] == 1 and meta["files_removed_this_run"] == [str(inbox / "c.csv")]
+    assert meta["calibration_rows_removed_this_run"] == 4
+    note = "; its trace's 2 calibration rows (calibration, calibration_errors) were removed"
+    assert f"{inbox / 'c.csv'}: no longer in the folder; its rows were removed{note}" in log
+    assert f"b.csv: vidur, 9 rows read, 9 accepted, 0 rejected{note}" in log
+    for table in ("calibration", "calibration_errors"):
+        assert query(warehouse, f"SELECT trace FROM {table}") == [("a",)]
 
 
 def test_requests_preview_leaves_out_prefix_hashes(inbox, tmp_path):

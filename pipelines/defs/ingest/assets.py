@@ -77,5 +77,7 @@ def _metadata(conn, table: str, outcome: FolderIngest) -> dict:
     if table == "trace_files":
         metadata["files_ingested_this_run"] = dg.MetadataValue.int(len(outcome.added))
         metadata["files_removed_this_run"] = dg.MetadataValue.json(outcome.removed)
+        metadata["calibration_rows_removed_this_run"] = dg.MetadataValue.int(
+            outcome.calibration_rows_removed)
         metadata["files_failed"] = dg.MetadataValue.json(_by_name(outcome.failed))
     return metadata
