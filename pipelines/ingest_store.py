@@ -35,27 +35,44 @@ COLUMNS = {"requests": [*REQUESTS_SCHEMA, "line"], "rejected_requests": list(REJ
 TABLE_SQL = {"requests": "ingest_requests_table", "rejected_requests": "ingest_rejected_table",
              "trace_files": "ingest_trace_files_table", "failed_trace_files": "ingest_failed_files_table"}
 # The on-demand calibration asset's tables (pipelines/defs/calibration/assets.py), one row set
-# per trace: results fitted on that trace's requests, which must not outlive them.
-CALIBRATION_TABLES = ("calibration", "calibration_errors")
-# Created with the ingest tables, empty until calibration runs, so that SQL against them works
-# from the first run on; and the view of what calibration replays, handy for SQL too.
-CALIBRATION_SQL = ("calibration_table", "calibration_errors_table", "calibration_requests")
+# per trace: results fitted on that trace's requests, which must not outlive them. Created with
+# the ingest tables (table -> sql/<step>.sql, whose CREATE statement is the one place their
+# columns are written), empty until calibration runs, so that SQL against them works from the
+# first run on; and the view of what calibration replays, handy for SQL too.
+CALIBRATION_TABLE_SQL = {"calibration": "calibration_table",
+                         "calibration_errors": "calibration_errors_table"}
+CALIBRATION_VIEW_SQL = "calibration_requests"
 
 
 def _columns(conn: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return [row[0] for row in run_sql(conn, "ingest_table_columns", [table]).fetchall()]
 
 
+def _declared_columns(table: str) -> list[str]:
+    """The columns sql/<step>.sql declares for calibration table `table`, read by creating it in
+    a scratch in-memory database, so the CREATE statement stays their only definition."""
+    with duckdb.connect() as scratch:
+        run_sql(scratch, CALIBRATION_TABLE_SQL[table])
+        return _columns(scratch, table)
+
+
+def _stale_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """The tables an older release left with other columns, to drop and recreate empty. Any
+    ingest table so (COLUMNS): all of them, so every file is ingested again, and the calibration
+    tables with them, fitted on rows that are all replaced (and possibly holding traces that left
+    the folder while the ingest left calibration alone). Else each calibration table whose
+    columns are not those its CREATE statement declares: CREATE TABLE IF NOT EXISTS keeps it."""
+    if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
+        return [*COLUMNS, *CALIBRATION_TABLE_SQL]
+    return [t for t in CALIBRATION_TABLE_SQL if _columns(conn, t) not in ([], _declared_columns(t))]
+
+
 def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
     """Create the ingest tables (COLUMNS) and, where they do not exist yet, the calibration
-    tables and view (CALIBRATION_SQL). A warehouse written by an older release (other ingest
-    columns) has its ingest tables dropped and recreated empty, so every file is ingested again,
-    and its calibration tables with them: they were fitted on rows that are all replaced (and
-    may hold traces that left the folder while the ingest left calibration alone)."""
-    if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
-        for table in (*COLUMNS, *CALIBRATION_TABLES):
-            conn.execute(f"DROP TABLE IF EXISTS {table}")
-    for step in (*TABLE_SQL.values(), *CALIBRATION_SQL):
+    tables and view; first drop those of an older release's shape (`_stale_tables`)."""
+    for table in _stale_tables(conn):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    for step in (*TABLE_SQL.values(), *CALIBRATION_TABLE_SQL.values(), CALIBRATION_VIEW_SQL):
         run_sql(conn, step)
 
 

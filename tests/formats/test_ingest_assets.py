@@ -14,14 +14,14 @@ import pytest
 from dagster_duckdb import DuckDBResource
 from polars.testing import assert_frame_equal
 
-from pipelines import ingest_folder
+from pipelines import ingest_folder, ingest_store
 from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
 from pipelines.defs.ingest import sensors as ingest_sensors
 from pipelines.defs.ingest.sensors import trace_inbox_sensor
 from pipelines.formats.source import trace_files
 from pipelines.ingest_store import ensure_tables
-from pipelines.warehouse import write_table
+from pipelines.warehouse import run_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "data" / "samples"
@@ -160,16 +160,17 @@ def test_inbox_sensor_ignores_a_file_removed_while_listing(inbox, monkeypatch):
 
 
 def _calibrated(conn, traces: list[str]) -> None:
-    """Calibration rows of `traces`, keyed by trace as the calibration asset writes them."""
-    write_table(conn, "calibration", pl.DataFrame({"trace": traces, "parameter": "compute_efficiency"}))
-    write_table(conn, "calibration_errors", pl.DataFrame({"trace": traces, "shape": "all"}))
+    """Calibration rows of `traces`, keyed by trace as the calibration asset writes them, in
+    tables of the declared columns (the ingest would drop others as an older release's)."""
+    for table, step in ingest_store.CALIBRATION_TABLE_SQL.items():
+        run_sql(conn, step)
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT unnest($1) AS trace", [traces])
 
 
 @pytest.mark.parametrize("failing_step", ["ingest_delete_file", "ingest_delete_calibration_errors"])
 def test_forget_file_rolls_back_when_a_delete_fails(tmp_path, monkeypatch, failing_step):
     """A failing delete leaves the ingest and calibration tables as they were and no transaction
     open."""
-    from pipelines import ingest_store
     from pipelines.formats import read_trace
 
     result = read_trace(PUBLIC / "vidur_splitwise_code.excerpt.csv")
@@ -262,6 +263,27 @@ def test_warehouse_of_an_older_release_is_rebuilt(inbox, tmp_path):
     assert query(warehouse, "SELECT count(*), min(trace) FROM requests") == [(20, "vidur_splitwise_code.excerpt")]
     assert query(warehouse, "SELECT (SELECT count(*) FROM calibration), count(*) FROM calibration_errors") \
         == [(0, 0)]
+
+
+def test_calibration_tables_of_an_older_shape_are_recreated_empty(inbox, tmp_path):
+    """CREATE TABLE IF NOT EXISTS would keep a calibration table of an older release's columns:
+    the ingest drops it and creates it as sql/calibration_table.sql declares it now. A current
+    one keeps its rows, and the ingest tables (current too) are not rebuilt."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    ingest(warehouse)
+    trace = "vidur_splitwise_code.excerpt"
+    with duckdb.connect(str(warehouse)) as conn:
+        _calibrated(conn, [trace])
+        conn.execute("CREATE OR REPLACE TABLE calibration AS"
+                     " SELECT $1 AS trace, 'compute_efficiency' AS factor, 0.5 AS value", [trace])
+    again = ingest(warehouse)
+    assert files_metadata(again)["files_ingested_this_run"] == 0
+    assert query(warehouse, "SELECT count(*) FROM calibration") == [(0,)]
+    assert [c for (c,) in query(warehouse, "SELECT column_name FROM information_schema.columns"
+                                           " WHERE table_name = 'calibration'")] == [
+        "trace", "deployment", "parameter", "before", "after", "at_bound"]
+    assert query(warehouse, "SELECT trace FROM calibration_errors") == [(trace,)]
 
 
 def test_balance_check_fails_when_a_row_goes_missing(inbox, tmp_path):
