@@ -19,7 +19,7 @@ CATALOG = ROOT / "data" / "reference"
 # Backticked words in the table rows that are values or settings, not columns of the row's table.
 NOT_COLUMNS = {"baseline", "all", "fit", "held_out", "ttft", "e2e",   # values of a column
                "model", "tenant",                                    # chargeback's `dimension` values
-               "timeline_bin_s", "error"}                            # a replay setting; calibration's error
+               "timeline_bin_s"}                                     # a replay setting
 
 
 def _rows() -> dict[str, str]:
