@@ -64,12 +64,10 @@ READS = _union(
 def lacking(conn: duckdb.DuckDBPyConnection,
             reads: Mapping[str, frozenset[str]]) -> list[tuple[str, str | None]]:
     """(table, None) for each table of `reads` the warehouse lacks and (table, column) for each
-    column, from information_schema before any table is read: a warehouse an older release built
+    column, from information_schema (sql/summary_columns.sql) before any table is read: a warehouse an older release built
     is then named for what it lacks, and a KeyError while printing stays the bug it is."""
     present: dict[str, set[str]] = {}
-    for table, column in conn.execute(
-            "SELECT table_name, column_name FROM information_schema.columns"
-            " WHERE table_catalog = current_database() AND table_schema = current_schema()").fetchall():
+    for table, column in run_sql(conn, "summary_columns").fetchall():
         present.setdefault(table, set()).add(column)
     lacks: list[tuple[str, str | None]] = []
     for table, columns in sorted(reads.items()):
