@@ -111,6 +111,17 @@ TRTLLM_NCCL_BYTES_TP4_UP = 411041792.0
 TRTLLM_BLOCK_POOL_OVERHEAD = 0.015  # AIConfigurator's assumed KV_CACHE_MEMORY_RESERVED_FRACTION
 
 
+def whole_number(name: str, value, minimum: int) -> int:
+    """`value` as an int when it is a whole number >= `minimum` (5 or 5.0), else a ValueError
+    naming the argument: a negative, fractional or boolean token count or batch would otherwise
+    come back as a plausible-looking duration."""
+    whole = (isinstance(value, (int, np.integer)) and not isinstance(value, bool)) or (
+        isinstance(value, (float, np.floating)) and float(value).is_integer())
+    if not whole or value < minimum:
+        raise ValueError(f"{name}={value!r}: expected a whole number >= {minimum}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     model: str
@@ -341,6 +352,11 @@ class Deployment:
     def prefill_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
         """Seconds to prefill one prompt alone on an idle replica (in chunks when chunked
         prefill is on), up to and including the step that emits the first token."""
+        prompt_tokens = whole_number("prompt_tokens", prompt_tokens, 1)
+        cached_tokens = whole_number("cached_tokens", cached_tokens, 0)
+        if cached_tokens >= prompt_tokens:
+            raise ValueError(f"cached_tokens={cached_tokens} with prompt_tokens={prompt_tokens}: expected"
+                             f" fewer cached than prompt tokens (the last prompt token is always computed)")
         coef = self.coefficients
         done, total = float(cached_tokens), float(prompt_tokens)
         budget = self.scheduler.max_batched_tokens if self.scheduler.chunked_prefill else math.inf
@@ -358,6 +374,8 @@ class Deployment:
     def prefill_batch_s(self, batch_size: int, prompt_tokens: int) -> float:
         """Seconds of one step prefilling `batch_size` prompts of `prompt_tokens` together (a
         static batch, as offline benchmarks run it)."""
+        batch_size = whole_number("batch_size", batch_size, 1)
+        prompt_tokens = whole_number("prompt_tokens", prompt_tokens, 1)
         tokens = float(batch_size * prompt_tokens)
         compute_s, memory_s, fixed_s = step.step_cost(
             self.coefficients, tokens, batch_size * step.chunk_attn_pairs(0.0, float(prompt_tokens)),
@@ -367,7 +385,10 @@ class Deployment:
 
     def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         """Seconds of one decode step over `batch_size` sequences holding `context_tokens` KV
-        tokens in total (each sequence reads its context and writes one new token)."""
+        tokens in total (each sequence reads its context and writes one new token; each holds
+        at least one token, so the context is at least the batch)."""
+        batch_size = whole_number("batch_size", batch_size, 1)
+        context_tokens = whole_number("context_tokens", context_tokens, batch_size)
         compute_s, memory_s, fixed_s = step.step_cost(
             self.coefficients, float(batch_size), float(context_tokens), float(context_tokens),
             float(batch_size),
@@ -377,6 +398,8 @@ class Deployment:
     def max_concurrency(self, prompt_tokens: int, output_tokens: int) -> int:
         """Requests of this shape that run together at full load: the KV cache must hold each
         one's prompt + output, and the scheduler caps the count at max_seqs."""
+        prompt_tokens = whole_number("prompt_tokens", prompt_tokens, 1)
+        output_tokens = whole_number("output_tokens", output_tokens, 1)
         fits = self.kv_capacity_tokens // (prompt_tokens + output_tokens)
         return int(min(self.scheduler.max_seqs, fits))
 

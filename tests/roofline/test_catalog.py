@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 import shutil
 from dataclasses import replace
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -187,10 +189,35 @@ def test_decode_step_grows_with_batch_and_context(catalog):
     d = catalog.deployment("azure-2023-70b-h100")
     by_batch = [d.decode_step_s(b, 1024 * b) for b in (1, 2, 8, 32, 128, 512)]
     assert all(a < b for a, b in zip(by_batch, by_batch[1:]))
-    by_context = [d.decode_step_s(8, ctx) for ctx in (0, 1_000, 10_000, 100_000)]
+    by_context = [d.decode_step_s(8, ctx) for ctx in (8, 1_000, 10_000, 100_000)]
     assert all(a < b for a, b in zip(by_context, by_context[1:]))
     # batching amortizes the weight read: 32 sequences cost far less than 32 lone steps
     assert d.decode_step_s(32, 32 * 1024) < 4 * d.decode_step_s(1, 1024)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda d: d.prefill_s(0), "prompt_tokens=0: expected a whole number >= 1"),
+    (lambda d: d.prefill_s(-5), "prompt_tokens=-5: expected a whole number >= 1"),
+    (lambda d: d.prefill_s(1.5), "prompt_tokens=1.5: expected a whole number >= 1"),
+    (lambda d: d.prefill_s(True), "prompt_tokens=True: expected a whole number >= 1"),
+    (lambda d: d.prefill_s(100, 100), "cached_tokens=100 with prompt_tokens=100: expected fewer cached"),
+    (lambda d: d.prefill_s(100, -1), "cached_tokens=-1: expected a whole number >= 0"),
+    (lambda d: d.prefill_batch_s(0, 100), "batch_size=0: expected a whole number >= 1"),
+    (lambda d: d.decode_step_s(0, 100), "batch_size=0: expected a whole number >= 1"),
+    (lambda d: d.decode_step_s(3.5, 100), "batch_size=3.5: expected a whole number >= 1"),
+    (lambda d: d.decode_step_s(8, 7), "context_tokens=7: expected a whole number >= 8"),
+    (lambda d: d.max_throughput_tok_s(128, 0), "output_tokens=0: expected a whole number >= 1"),
+])
+def test_the_api_refuses_counts_that_are_not_whole_or_too_small(catalog, call, message):
+    """A negative, fractional or boolean count would otherwise come back as a plausible duration."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call(catalog.deployment("seed-example"))
+
+
+def test_the_api_takes_whole_floats_and_numpy_integers(catalog):
+    d = catalog.deployment("seed-example")
+    assert d.prefill_s(1024.0) == d.prefill_s(np.int64(1024)) == d.prefill_s(1024)
+    assert d.decode_step_s(np.int32(8), 8192.0) == d.decode_step_s(8, 8192)
 
 
 def test_prefill_grows_about_linearly_for_short_prompts(catalog):
