@@ -99,6 +99,16 @@ def _stages(core: pl.DataFrame, offset: int, net: Network) -> pl.DataFrame:
     ).select(STAGE_COLUMNS).collect()
 
 
+# The numeric columns a replay reads.
+COUNTED = ("arrival_s", "prompt_tokens", "output_tokens", "cached_tokens")
+
+
+def _not_whole(count: pl.Expr) -> pl.Expr:
+    """Rows where a token count is missing, NaN / infinite or fractional: the engine would
+    truncate 5.5 to 5, and a null or NaN breaks its arithmetic far from the row at fault."""
+    return count.is_null() | ~count.is_finite() | (count != count.floor())
+
+
 def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     """The columns the replay reads, in arrival order, after checking every row."""
     missing = {"arrival_s", "prompt_tokens", "output_tokens"} - set(requests.columns)
@@ -109,6 +119,11 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
                     "prefix_hashes")
         if c in requests.columns
     )
+    not_numbers = {c: str(dtype) for c, dtype in frame.schema.items()
+                   if c in COUNTED and not (dtype.is_numeric() or dtype == pl.Null)}
+    if not_numbers:
+        raise ReplayError(f"requests column(s) {not_numbers} are not numbers: expected arrival_s in"
+                          f" seconds and whole token counts")
     if not frame["arrival_s"].is_sorted():   # logs usually are: skip a copy of a big frame
         if "request_id" not in frame.columns:   # ids follow the input rows
             frame = frame.with_columns(
@@ -116,16 +131,18 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
         frame = frame.sort("arrival_s", maintain_order=True)
     cached = (pl.col("cached_tokens").fill_null(0) if "cached_tokens" in frame.columns
               else pl.lit(0, pl.Int64))
+    arrival = pl.col("arrival_s")
     bad = frame.filter(
-        (pl.col("prompt_tokens") < 1) | (pl.col("output_tokens") < 1)
+        _not_whole(pl.col("prompt_tokens")) | _not_whole(pl.col("output_tokens")) | _not_whole(cached)
+        | (pl.col("prompt_tokens") < 1) | (pl.col("output_tokens") < 1)
         | (cached < 0) | (cached >= pl.col("prompt_tokens"))
-        | pl.col("arrival_s").is_null() | (pl.col("arrival_s") < 0)
+        | arrival.is_null() | ~arrival.is_finite() | (arrival < 0)
     )
     if bad.height:
         raise ReplayError(
-            f"{bad.height} request(s) have invalid fields (need prompt_tokens >= 1, "
-            f"output_tokens >= 1, 0 <= cached_tokens < prompt_tokens, arrival_s >= 0), "
-            f"first: {bad.row(0, named=True)}"
+            f"{bad.height} request(s) have invalid fields (need whole prompt_tokens >= 1, "
+            f"whole output_tokens >= 1, whole 0 <= cached_tokens < prompt_tokens, a finite "
+            f"arrival_s >= 0), first: {bad.row(0, named=True)}"
         )
     capacity = deployment.kv_capacity_tokens
     # A sequence holds prompt + output - 1 tokens at most: the last token's KV is never written.

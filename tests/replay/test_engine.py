@@ -252,6 +252,29 @@ def test_invalid_requests_are_refused(seed, prompt, output, cached):
         replay(_requests([0.0, 0.1], [50, prompt], [5, output], [0, cached]), seed)
 
 
+@pytest.mark.parametrize(("column", "values"), [
+    ("arrival_s", [float("nan"), 0.1]), ("arrival_s", [0.0, float("inf")]),
+    ("prompt_tokens", [50, 5.5]), ("prompt_tokens", [None, 50]), ("output_tokens", [5, float("nan")]),
+    ("cached_tokens", [0, 0.5]),
+], ids=["nan-arrival", "inf-arrival", "fractional-prompt", "null-prompt", "nan-output", "fractional-cached"])
+def test_missing_non_finite_and_fractional_fields_are_refused_naming_the_row(seed, column, values):
+    """A NaN arrival failed deep in numpy ("negative dimensions"), a null count divided by zero,
+    and 5.5 tokens were truncated to 5; each is the request's fault and is named as such."""
+    frame = pl.DataFrame({"arrival_s": [0.0, 0.1], "prompt_tokens": [50, 50], "output_tokens": [5, 5],
+                          "cached_tokens": [0, 0]}).with_columns(pl.Series(column, values, strict=False))
+    with pytest.raises(ReplayError, match=r"^1 request\(s\) have invalid fields \(need whole prompt_tokens"):
+        replay(frame, seed)
+
+
+def test_columns_that_are_not_numbers_are_refused_by_name(seed):
+    frame = pl.DataFrame({"arrival_s": [0.0], "prompt_tokens": ["5"], "output_tokens": [5]})
+    with pytest.raises(ReplayError, match=r"\{'prompt_tokens': 'String'\} are not numbers"):
+        replay(frame, seed)
+    whole = pl.DataFrame({"arrival_s": [0.0], "prompt_tokens": [50.0], "output_tokens": [5],
+                          "cached_tokens": [None]})
+    assert replay(whole, seed).height == 1   # whole floats and an all-null cached column are fine
+
+
 def test_a_span_beyond_any_timeline_is_refused_not_allocated(seed):
     """An arrival in milliseconds among seconds (here 1.7e12 s, year 55,800) would ask for a
     timeline of 2.8e10 bins; the replay says so before allocating anything."""
