@@ -68,6 +68,8 @@ def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
     assert checks["rows_read_equal_accepted_plus_rejected"].metadata["files"].value == 2
     assert not checks["every_trace_file_ingested"].passed
     assert checks["every_trace_file_ingested"].metadata["failed_files"].value == ["broken.csv"]
+    listed = checks["every_trace_file_ingested"].metadata["reasons"].value
+    assert listed.startswith(f"- {inbox / 'broken.csv'}: binary data") and listed.count("broken.csv") == 1
 
     again = ingest(warehouse)                       # same files: nothing read, nothing changed
     assert files_metadata(again)["files_ingested_this_run"] == 0

@@ -60,7 +60,8 @@ def _by_name(failed: dict[str, str]) -> dict[str, str]:
 
 
 def _failed_files_check(folder, total: int, failed: dict) -> dg.AssetCheckResult:
-    listed = "\n".join(f"- `{name}`: {reason}" for name, reason in sorted(failed.items()))
+    # each reason starts with the file it names (the ingest's messages do)
+    listed = "\n".join(f"- {reason}" for _, reason in sorted(failed.items()))
     return dg.AssetCheckResult(
         check_name="every_trace_file_ingested", asset_key="trace_files", passed=not failed,
         metadata={
