@@ -100,7 +100,7 @@ def _stages(core: pl.DataFrame, offset: int, net: Network) -> pl.DataFrame:
 
 
 # The numeric columns a replay reads.
-COUNTED = ("arrival_s", "prompt_tokens", "output_tokens", "cached_tokens")
+NUMERIC_COLUMNS = ("arrival_s", "prompt_tokens", "output_tokens", "cached_tokens")
 
 
 def _not_whole(count: pl.Expr) -> pl.Expr:
@@ -120,7 +120,7 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
         if c in requests.columns
     )
     not_numbers = {c: str(dtype) for c, dtype in frame.schema.items()
-                   if c in COUNTED and not (dtype.is_numeric() or dtype == pl.Null)}
+                   if c in NUMERIC_COLUMNS and not (dtype.is_numeric() or dtype == pl.Null)}
     if not_numbers:
         raise ReplayError(f"requests column(s) {not_numbers} are not numbers: expected arrival_s in"
                           f" seconds and whole token counts")
