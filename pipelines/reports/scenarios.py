@@ -82,18 +82,37 @@ class Scenario:
         return 0.0 if self.prefix_cache == "off" else float(self.prefix_cache)
 
 
+def _check_whole_numbers(frame: pl.DataFrame, path: Path) -> None:
+    """ScenarioError naming the line and column of the first count that is not a whole number
+    ('two', '0.5'), instead of the CSV parser's message about dtypes and null_values."""
+    for name, dtype in COLUMNS.items():
+        if dtype != pl.Int64:
+            continue
+        text = pl.col(name).str.strip_chars()
+        bad = frame.with_row_index("line", offset=2).filter(
+            text.is_not_null() & (text != "") & text.cast(pl.Int64, strict=False).is_null())
+        if bad.height:
+            line, value = bad.row(0)[0], bad[name][0]
+            raise ScenarioError(f"scenarios file {path}, line {line}: {name}={value!r}, expected a "
+                                f"whole number >= 1")
+
+
 def load_scenarios(path: Path) -> list[Scenario]:
     """Read and check the scenarios file; every problem is one ScenarioError naming it."""
     if not path.is_file():
         raise ScenarioError(f"scenarios file {path} is missing: expected a CSV with columns "
                             f"{', '.join(COLUMNS)}")
     try:
-        frame = pl.read_csv(path, schema_overrides=COLUMNS)
+        frame = pl.read_csv(path, infer_schema=False)   # as text: a bad count is named below
     except pl.exceptions.PolarsError as exc:
-        raise ScenarioError(f"scenarios file {path} is not a readable CSV: {exc}") from None
+        raise ScenarioError(f"scenarios file {path} is not a readable CSV: "
+                            f"{str(exc).splitlines()[0]}") from None
     if set(frame.columns) != set(COLUMNS):
         raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected {list(COLUMNS)}")
-    scenarios = [Scenario(**row) for row in frame.select(list(COLUMNS)).iter_rows(named=True)]
+    _check_whole_numbers(frame, path)
+    scenarios = [Scenario(**row) for row in frame.select(
+        pl.col(name).str.strip_chars().cast(dtype) if dtype == pl.Int64 else pl.col(name)
+        for name, dtype in COLUMNS.items()).iter_rows(named=True)]
     if not scenarios:
         raise ScenarioError(f"scenarios file {path} lists no scenario: expected at least one row "
                             f"(the what_if report compares scenarios with the baseline)")

@@ -76,6 +76,8 @@ def _write(tmp_path: Path, rows: list[str], header: str = ",".join(COLUMNS)) -> 
     (["a,x,,,,,,,sometimes,,"], "prefix_cache='sometimes'"),
     (["a,x,,,,,0,,,,"], "replicas=0"),
     (["a,x,,,,,,,,-5,"], "output_cap=-5"),
+    (["a,x,,two,,,,,,,"], "tp='two', expected a whole number >= 1"),        # was the CSV parser's dtype advice
+    (["a,x,,,,,,,,,", "b,y,,,,,,0.5,,,"], "line 3: max_seqs='0.5', expected a whole number"),
 ])
 def test_bad_rows_name_the_file_and_line(tmp_path, rows, message):
     path = _write(tmp_path, rows)
@@ -83,6 +85,11 @@ def test_bad_rows_name_the_file_and_line(tmp_path, rows, message):
         load_scenarios(path)
     text = str(err.value)
     assert str(path) in text and ("line 2" in text or "line 3" in text)
+
+
+def test_counts_written_with_spaces_are_read(tmp_path):
+    [scenario] = load_scenarios(_write(tmp_path, ["a,x,, 2 ,,,,,,,"]))
+    assert scenario.tp == 2
 
 
 def test_a_file_without_scenarios_is_an_error(tmp_path):
