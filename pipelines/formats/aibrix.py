@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import IngestResult, Policies
-from pipelines.formats.jsonlog import number, object_rows, text, value
+from pipelines.formats.jsonlog import count, number, object_rows, text, value
 from pipelines.formats.rows import Labels, finish
 
 FORMAT = "aibrix"
@@ -27,8 +27,8 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
     rows = object_rows(plain, shown, EXPECTED)
     parsed = rows.with_columns(
         arrival=number("start_time"), arrival_text=text("start_time"),
-        prompt_tokens=number("prompt_tokens", pl.Int64), prompt_text=text("prompt_tokens"),
-        output_tokens=number("output_tokens", pl.Int64), output_text=text("output_tokens"),
+        prompt_tokens=count("prompt_tokens"), prompt_text=text("prompt_tokens"),
+        output_tokens=count("output_tokens"), output_text=text("output_tokens"),
         observed_e2e_s=number("latency"), e2e_text=value("latency"),
         observed_ttft_s=number("ttft"), ttft_text=value("ttft"),
     )

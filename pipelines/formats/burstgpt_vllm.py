@@ -17,8 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, is_positive_number
-from pipelines.formats.jsonlog import json_records, whole_number
+from pipelines.formats.common import IngestResult, Policies, is_positive_number, whole_count
+from pipelines.formats.jsonlog import json_records
 from pipelines.formats.rows import Labels, field_text, finish
 
 FORMAT = "burstgpt-vllm"
@@ -44,9 +44,9 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, out_len_per_
         raw=pl.struct(pl.all().exclude("key")).struct.json_encode(),
         arrival=number["record_time"] - number["total_chunk_time"],
         arrival_text=pl.format("{} - {}", text["record_time"], text["total_chunk_time"]),
-        prompt_tokens=whole_number("in_len"),
+        prompt_tokens=whole_count(pl.col("in_len")),
         prompt_text=text["in_len"],
-        output_tokens=(whole_number("out_len") / out_len_per_token).round().cast(pl.Int64, strict=False),
+        output_tokens=(whole_count(pl.col("out_len")) / out_len_per_token).round().cast(pl.Int64, strict=False),
         output_text=text["out_len"],
         observed_ttft_s=number["first_chunk_time"], ttft_text=pl.col("first_chunk_time").cast(pl.String),
         observed_e2e_s=number["total_chunk_time"], e2e_text=pl.col("total_chunk_time").cast(pl.String),

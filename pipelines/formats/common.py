@@ -140,6 +140,20 @@ class IngestResult:
         }
 
 
+def whole_count(value: pl.Expr) -> pl.Expr:
+    """A token count as Int64, from a text or number column; null (a rejected row, whose reason
+    quotes the text) unless it is a whole number in Int64's range. 100.7 is refused, never
+    truncated as a plain cast would; 100.0, 1e3 and a Parquet float column of whole values (what
+    pandas writes for an int column with gaps) are the counts they say, in every format alike.
+    The exact integer cast comes first, so a large integer keeps every digit (and a log of
+    plain integers costs what a cast costs). Readers hand it text for booleans (a JSON `true` is
+    not 1 token)."""
+    exact = value.cast(pl.String).cast(pl.Int64, strict=False)   # as text: a float 5.5 is no 5
+    number = value.cast(pl.Float64, strict=False)
+    whole = pl.when(number.is_finite() & (number == number.floor())).then(number.cast(pl.Int64, strict=False))
+    return pl.coalesce(exact, pl.when(exact.is_null()).then(whole))   # the float path only where needed
+
+
 def is_count(value) -> bool:
     """A format option that counts something (clients, tokens): an integer >= 1. A bool is not
     one, though Python says True == 1: a sidecar's `true` is a mistake, not a count."""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipelines.formats.common import whole_count
 from pipelines.formats.source import first_line, read_lines
 
 
@@ -37,8 +38,8 @@ def split_fields(rows: pl.LazyFrame, header: list[str], wanted: dict[str, str]) 
 
 
 def whole(text: str) -> pl.Expr:
-    """A text column as Int64; null when not a whole number (or beyond Int64)."""
-    return pl.col(text).cast(pl.Int64, strict=False)
+    """A text column of a token count as Int64 (common.whole_count: null when not whole)."""
+    return whole_count(pl.col(text))
 
 
 def seconds(text: str) -> pl.Expr:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError, whole_count
 from pipelines.formats.csvlog import header_and_rows, split_fields
 from pipelines.formats.jsonlog import object_rows
 from pipelines.formats.rows import Labels, field_text, finish
@@ -89,12 +89,13 @@ def _arrival(time_unit: str) -> pl.Expr:
 
 
 def _typed(frame: pl.DataFrame, columns: dict, time_unit: str) -> pl.DataFrame:
-    numbers = {"prompt_tokens": pl.Int64, "output_tokens": pl.Int64, "cached_tokens": pl.Int64,
-               "observed_ttft_s": pl.Float64, "observed_e2e_s": pl.Float64}
+    counts = ("prompt_tokens", "output_tokens", "cached_tokens")
+    latencies = ("observed_ttft_s", "observed_e2e_s")
     parsed = "arrival" in frame.collect_schema().names()   # a Parquet datetime column, used as it is
     return frame.with_columns(
         **({} if parsed else {"arrival": _arrival(time_unit)}),
-        **{name: pl.col(TEXT[name]).cast(dtype, strict=False) for name, dtype in numbers.items() if name in columns},
+        **{name: whole_count(pl.col(TEXT[name])) for name in counts if name in columns},
+        **{name: pl.col(TEXT[name]).cast(pl.Float64, strict=False) for name in latencies if name in columns},
     )
 
 

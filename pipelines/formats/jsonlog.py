@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import TraceFormatError
+from pipelines.formats.common import TraceFormatError, whole_count
 from pipelines.formats.rows import field_text
 from pipelines.formats.source import first_line, read_lines
 
@@ -69,15 +69,9 @@ def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
     return value(path).cast(dtype, strict=False)
 
 
-def whole_number(column: str) -> pl.Expr:
-    """A count from a whole JSON document as Int64; null when it is not a whole number in range.
-    `json_records` types a column Int64, Float64 (one 100.7 makes 5 read as 5.0) or String (mixed
-    types, where 100.0 may read "100"; a bare true or NaN reads "true", "NaN"): 100.7 must be
-    rejected, never truncated to 100 as a plain cast would. The exact cast comes first, so a large
-    integer keeps every digit."""
-    value = pl.col(column).cast(pl.Float64, strict=False)
-    return pl.when(value == value.floor()).then(
-        pl.coalesce(pl.col(column).cast(pl.Int64, strict=False), value.cast(pl.Int64, strict=False)))
+def count(path: str) -> pl.Expr:
+    """The token count at JSON `path` as Int64 (common.whole_count: null when not whole)."""
+    return whole_count(value(path))
 
 
 def json_records(plain: Path, shown: Path, expected: str, needed: tuple[str, ...], shape: str,

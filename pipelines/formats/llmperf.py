@@ -27,8 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import MAX_SANE_LATENCY_S, IngestResult, Policies, is_count
-from pipelines.formats.jsonlog import json_records, whole_number
+from pipelines.formats.common import MAX_SANE_LATENCY_S, IngestResult, Policies, is_count, whole_count
+from pipelines.formats.jsonlog import json_records
 from pipelines.formats.rows import Labels, field_text, finish
 
 FORMAT = "llmperf"
@@ -56,9 +56,9 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
         raw=pl.struct(pl.all()).struct.json_encode(),
         client=pl.int_range(pl.len()) % concurrency,
         arrival_text=field_text(pl.col("end_to_end_latency_s")),
-        prompt_tokens=whole_number("number_input_tokens"),
+        prompt_tokens=whole_count(pl.col("number_input_tokens")),
         prompt_text=field_text(pl.col("number_input_tokens")),
-        output_tokens=whole_number("number_output_tokens"),
+        output_tokens=whole_count(pl.col("number_output_tokens")),
         output_text=field_text(pl.col("number_output_tokens")),
         observed_ttft_s=pl.col("ttft_s").cast(pl.Float64, strict=False),
         ttft_text=pl.col("ttft_s").cast(pl.String),

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import IngestResult, Policies, is_count
-from pipelines.formats.jsonlog import number, object_rows, text
+from pipelines.formats.jsonlog import count, number, object_rows, text
 from pipelines.formats.rows import Labels, finish
 from pipelines.formats.units import per_second
 
@@ -39,8 +39,8 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
     hashes = pl.col("raw").str.json_path_match("$.hash_ids")
     parsed = rows.with_columns(
         arrival=number("timestamp") / per_second(time_unit), arrival_text=text("timestamp"),
-        prompt_tokens=number("input_length", pl.Int64), prompt_text=text("input_length"),
-        output_tokens=number("output_length", pl.Int64), output_text=text("output_length"),
+        prompt_tokens=count("input_length"), prompt_text=text("input_length"),
+        output_tokens=count("output_length"), output_text=text("output_length"),
         prefix_hashes=pl.when(hashes.str.contains(INTEGER_LIST)).then(hashes).str.json_decode(pl.List(pl.Int64)),
     ).with_columns(
         bad=pl.coalesce(pl.col("bad"), pl.when(hashes.is_not_null() & pl.col("prefix_hashes").is_null())

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies
-from pipelines.formats.jsonlog import number, object_rows, text, value
+from pipelines.formats.common import IngestResult, Policies, whole_count
+from pipelines.formats.jsonlog import count, number, object_rows, text, value
 from pipelines.formats.rows import Labels, finish
 
 FORMAT = "openai-usage"
@@ -33,9 +33,9 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies) -> IngestRes
         arrival=pl.when(created_us.abs() < 2**62).then(created_us).cast(pl.Int64)
         .cast(pl.Datetime("us", "UTC")),
         arrival_text=text("created"),
-        prompt_tokens=number("usage.prompt_tokens", pl.Int64), prompt_text=text("usage.prompt_tokens"),
-        output_tokens=number("usage.completion_tokens", pl.Int64), output_text=text("usage.completion_tokens"),
-        cached_tokens=pl.when(cached_raw.is_null()).then(0).otherwise(cached_raw.cast(pl.Int64, strict=False)),
+        prompt_tokens=count("usage.prompt_tokens"), prompt_text=text("usage.prompt_tokens"),
+        output_tokens=count("usage.completion_tokens"), output_text=text("usage.completion_tokens"),
+        cached_tokens=pl.when(cached_raw.is_null()).then(0).otherwise(whole_count(cached_raw)),
         cached_text=text(CACHED),
         model=pl.col("raw").str.json_path_match("$.model"),
         tenant=pl.col("raw").str.json_path_match("$.user"),

@@ -657,3 +657,25 @@ def test_a_broken_document_is_located_by_line_and_column_as_written(tmp_path):
     with pytest.raises(TraceFormatError) as info:
         read_trace(path, format="llmperf")
     assert "(Expecting ',' delimiter at line 2 column 29)" in str(info.value)
+
+
+# ---- whole-valued decimals are the counts they say, in every format alike ----------------------
+
+def test_a_whole_valued_decimal_is_the_count_it_says_in_every_format(tmp_path):
+    """10.0 and 1e3 are whole numbers (pandas writes an int column with gaps as floats); 10.5 is
+    rejected, never truncated. Whole-JSON logs already read 100.0 as 100; CSV and JSONL refused it."""
+    csv = read_trace(azure(tmp_path, "a.csv", ["2023-11-16 18:17:03.0000000,10.0,1e3",
+                                               "2023-11-16 18:17:04.0000000,10.5,5"]))
+    assert csv.requests.select("prompt_tokens", "output_tokens").rows() == [(10, 1000)]
+    assert csv.rejected["reason"].to_list() == ["ContextTokens is not a whole number in range: '10.5'"]
+    jsonl = read_trace(write(tmp_path / "m.jsonl", '{"timestamp": 0, "input_length": 600.0, "output_length": 3}\n'
+                             '{"timestamp": 1, "input_length": 6.5, "output_length": 3}\n'), format="mooncake")
+    assert jsonl.requests["prompt_tokens"].to_list() == [600]
+    assert jsonl.rejected["reason"].to_list() == ["input_length is not a whole number in range: '6.5'"]
+    pl.DataFrame({"ts": [1.7e9, 1.7e9 + 1, 1.7e9 + 2], "in": [10.0, 5.5, float("nan")], "out": [5, 5, 5]}
+                 ).write_parquet(tmp_path / "g.parquet")
+    parquet = read_trace(tmp_path / "g.parquet", format="parquet", time_unit="unix_s",
+                         columns={"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out"})
+    assert parquet.requests["prompt_tokens"].to_list() == [10]
+    assert parquet.rejected["reason"].to_list() == ["in is not a whole number in range: '5.5'",
+                                                   "in is not a whole number in range: 'NaN'"]
