@@ -466,6 +466,23 @@ def _check_attention(models: pl.DataFrame, file: Path) -> None:
                                f" kv_lora_rank + qk_rope_head_dim wide)")
 
 
+def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
+    """A mixture of experts (experts > experts_per_token) is split into shared and per-expert
+    parameters from its total and active counts (deployment._expert_split_params): active =
+    shared + k * per_expert and total = shared + E * per_expert, so k / E * total <= active <
+    total. Outside that the split has no experts (active = total: every expert read at every
+    step, as if dense) or negative shared weights, and the step times are wrong without a word."""
+    moe = models.filter(pl.col("experts") > pl.col("experts_per_token"))
+    floor = moe["total_params_b"] * moe["experts_per_token"] / moe["experts"]
+    _reject_values(moe, "active_params_b", file,
+                   "less than the row's total_params_b and at least total_params_b *"
+                   " experts_per_token / experts for a mixture of experts (experts >"
+                   " experts_per_token): the active count is the shared parameters plus"
+                   " experts_per_token experts'",
+                   (moe["active_params_b"] >= moe["total_params_b"])
+                   | (moe["active_params_b"] < floor * (1 - 1e-9)))
+
+
 def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
                    wrong: pl.Series) -> None:
     """Raise CatalogError naming the file, row key and value of the first non-empty value of
@@ -528,6 +545,8 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         for column, bound in AT_MOST.get(table, ()):
             _reject_values(frame, column, file, f"at most the row's {bound}",
                            frame[column] > frame[bound])
+        if table == "models":
+            _check_expert_split(frame, file)
         for column in BOOLEAN_COLUMNS.get(table, ()):
             if frame[column].dtype != pl.Boolean:  # e.g. TRUE: read as text, meant as a switch
                 text = frame[column].cast(pl.String).str.to_lowercase()

@@ -341,6 +341,22 @@ def test_catalog_number_out_of_range_names_its_file_row_and_column(copied, table
         load_catalog(copied)
 
 
+@pytest.mark.parametrize(("active", "experts_per_token"), [
+    ("46.7", "2"),   # active = total: no experts left to split, every one read at every step
+    ("5.6", "2"),    # below 2/8 of 46.7: the shared weights would be negative
+    ("2.9", "1"),    # below 1/8 of 46.7
+])
+def test_a_mixture_of_experts_whose_active_count_cannot_be_split_is_named(copied, active,
+                                                                          experts_per_token):
+    _set(copied, "models", "mixtral-8x7b", "active_params_b", active)
+    _set(copied, "models", "mixtral-8x7b", "experts_per_token", experts_per_token)
+    with pytest.raises(CatalogError, match=rf"models.csv, row 'mixtral-8x7b': active_params_b="
+                                           rf"{active}: expected less than the row's"
+                                           r" total_params_b and at least total_params_b \*"
+                                           r" experts_per_token / experts"):
+        load_catalog(copied)
+
+
 @pytest.mark.parametrize(("table", "key", "column"), [
     ("deployments", "seed-example", "chunked_prefill"),
     ("prices", "h200-sxm", "is_default"),
