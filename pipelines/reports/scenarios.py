@@ -109,6 +109,9 @@ def load_scenarios(path: Path) -> list[Scenario]:
                             f"{str(exc).splitlines()[0]}") from None
     if set(frame.columns) != set(COLUMNS):
         raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected {list(COLUMNS)}")
+    # a cell written "" (quoted) or of spaces only is empty: it keeps the baseline's value
+    frame = frame.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c)
+                               for c in frame.columns)
     _check_whole_numbers(frame, path)
     scenarios = [Scenario(**row) for row in frame.select(
         pl.col(name).str.strip_chars().cast(dtype) if dtype == pl.Int64 else pl.col(name)

@@ -92,6 +92,16 @@ def test_counts_written_with_spaces_are_read(tmp_path):
     assert scenario.tp == 2
 
 
+@pytest.mark.parametrize("row", [
+    'a,"x","","2","","","","","","","assumption"',   # every cell quoted, as some tools save it
+    "a,x,, 2 ,,, ,,,,assumption",                      # a count cell of spaces only
+])
+def test_cells_quoted_empty_or_blank_keep_the_baselines_value(tmp_path, row):
+    [scenario] = load_scenarios(_write(tmp_path, [row]))   # was a polars traceback
+    assert scenario.tp == 2
+    assert (scenario.gpu, scenario.replicas, scenario.prefix_cache) == (None, None, None)
+
+
 def test_a_file_without_scenarios_is_an_error(tmp_path):
     with pytest.raises(ScenarioError, match="lists no scenario"):
         load_scenarios(_write(tmp_path, []))
