@@ -251,6 +251,11 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 yield ScenarioRun(_skipped_fleet(trace, s, baseline, str(exc)), iter(()))
             continue
         price = catalog.usd_per_gpu_hour(deployment)
+        change = change_text(baseline, s)
+        if price != catalog.usd_per_gpu_hour(baseline):  # a GPU swap takes that GPU's default
+            change += (f"; price ${catalog.usd_per_gpu_hour(baseline):g} → ${price:g} per"
+                       f" GPU-hour ({deployment.price_provider} {deployment.price_plan}, the"
+                       f" {deployment.gpu.gpu} default in prices.csv)")
         replays = replay_traces(traces, deployment, bin_s, router=router, hash_tokens=hash_tokens,
                                 transform=lambda frame, s=s: scenario_requests(frame, s))
         try:
@@ -259,7 +264,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                           pl.lit(deployment.name).alias("deployment"))
                 fleet = {
                     "trace": trace, "scenario": s.scenario, "description": s.description,
-                    "change": change_text(baseline, s), "deployment": deployment.name,
+                    "change": change, "deployment": deployment.name,
                     "gpu": deployment.gpu.gpu, "tp": deployment.tp,
                     "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
                     "replicas": deployment.replicas,

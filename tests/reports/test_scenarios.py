@@ -238,6 +238,23 @@ def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, con
     assert fleets["skipped"].is_null().all()
 
 
+def test_a_gpu_swap_says_the_price_it_takes(catalog, conv_head):
+    """A GPU swap is priced at the new GPU's default plan, not the baseline's: on a fleet priced
+    at AWS on-demand ($12.29 per H100-hour) the H200 replay is priced at CoreWeave's $6.305, and
+    `change` (the report's "what changes", and its headline) says so; a swap that keeps the
+    price, and a change on the same GPU, say nothing of it."""
+    aws = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4, replicas=3,
+                        price_provider="aws", price_plan="on-demand", name="aws")
+    _, fleets = _collect(replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")),
+                                          catalog, aws,
+                                          [Scenario("h200", "d", gpu="h200-sxm"),
+                                           Scenario("r2", "d", replicas=2)]))
+    change = dict(zip(fleets["scenario"], fleets["change"], strict=True))
+    assert change["h200"] == ("GPU h100-sxm → h200-sxm; price $12.29 → $6.305 per GPU-hour"
+                              " (coreweave on-demand, the h200-sxm default in prices.csv)")
+    assert change["r2"] == "replicas 3 → 2; 12 → 8 GPUs per trace"
+
+
 def test_a_what_if_fleet_carries_its_physics_caveat(catalog, baseline, conv_head):
     """A GPU swap to an MI300X is priced, and its fleet row says what the physics gets wrong
     there (caveats.py), for the report to repeat; the tp-4 baseline's swap to H200 carries the
