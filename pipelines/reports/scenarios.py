@@ -34,7 +34,7 @@ import polars as pl
 from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.api import STAGE_COLUMNS
 from pipelines.roofline import CatalogError
-from pipelines.roofline.catalog import Catalog
+from pipelines.roofline.catalog import Catalog, ragged_line
 from pipelines.roofline.caveats import caveat_column
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
@@ -106,7 +106,7 @@ def load_scenarios(path: Path) -> list[Scenario]:
         frame = pl.read_csv(path, infer_schema=False)   # as text: a bad count is named below
     except pl.exceptions.PolarsError as exc:
         raise ScenarioError(f"scenarios file {path} is not a readable CSV: "
-                            f"{str(exc).splitlines()[0]}") from None
+                            f"{ragged_line(path) or str(exc).splitlines()[0]}") from None
     if set(frame.columns) != set(COLUMNS):
         raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected {list(COLUMNS)}")
     # a cell written "" (quoted) or of spaces only is empty: it keeps the baseline's value

@@ -8,6 +8,7 @@ truth for SQL users and for the replay.
 
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
@@ -501,6 +502,25 @@ def _row_key(rows: pl.DataFrame, file: Path) -> str:
     return " / ".join(str(rows[c][0]) for c in columns)
 
 
+def ragged_line(file: Path) -> str | None:
+    """Which line of a CSV file has more fields than its header (an unquoted comma in a value,
+    `2,50` for 2.50 or prose, is the usual cause), or None if none has. (A shorter line is read
+    with its last values empty, and those are checked as such.)"""
+    try:
+        with open(file, newline="", encoding="utf-8-sig") as handle:
+            rows = csv.reader(handle)
+            header = next(rows, [])
+            for row in rows:
+                if len(row) > len(header):
+                    return (f"line {rows.line_num} has {len(row)} fields, more than the"
+                            f" {len(header)} columns of the header (a value with a comma in it"
+                            f" must be quoted, and a decimal written with a point: 2.50, not"
+                            f" 2,50)")
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return None
+
+
 def load_catalog(path: str | Path | None = None) -> Catalog:
     """Read every catalog CSV in `path` (default data/reference/); a missing or unreadable file
     raises CatalogError naming it."""
@@ -513,7 +533,8 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         try:
             frames[table] = pl.read_csv(file, infer_schema_length=None)
         except pl.exceptions.PolarsError as exc:
-            raise CatalogError(f"catalog file {file} is not a readable CSV: {exc}") from None
+            raise CatalogError(f"catalog file {file} is not a readable CSV:"
+                               f" {ragged_line(file) or exc}") from None
         missing = [c for c in REQUIRED_COLUMNS[table] if c not in frames[table].columns]
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"

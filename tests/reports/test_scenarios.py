@@ -87,6 +87,14 @@ def test_bad_rows_name_the_file_and_line(tmp_path, rows, message):
     assert str(path) in text and ("line 2" in text or "line 3" in text)
 
 
+def test_a_line_with_an_unquoted_comma_is_named(tmp_path):
+    path = _write(tmp_path, ["a,x,,,,,,,,,", "b,swap to h200, same tp,h200-sxm,,,,,,,,assumption"])
+    with pytest.raises(ScenarioError, match=rf"scenarios file {re.escape(str(path))} is not a"
+                                            r" readable CSV: line 3 has 12 fields, more than the"
+                                            r" 11 columns of the header"):
+        load_scenarios(path)
+
+
 def test_counts_written_with_spaces_are_read(tmp_path):
     [scenario] = load_scenarios(_write(tmp_path, ["a,x,, 2 ,,,,,,,"]))
     assert scenario.tp == 2

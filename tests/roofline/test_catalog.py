@@ -170,6 +170,20 @@ def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(co
     assert old.kv_capacity_tokens == load_catalog().deployment("seed-example").kv_capacity_tokens
 
 
+def test_a_line_with_more_fields_than_the_header_is_named(copied):
+    """A price typed with a decimal comma (or prose with an unquoted comma) gives its line one
+    field too many: the message names that line, not the CSV parser's option to truncate it."""
+    with open(copied / "prices.csv", "a") as f:
+        f.write("h100-sxm,nebius,reserved-1y,2,50,2026-10,false,our contract,\n")
+    lines = (copied / "prices.csv").read_text().count("\n")
+    with pytest.raises(CatalogError) as err:
+        load_catalog(copied)
+    assert str(err.value) == (
+        f"catalog file {copied / 'prices.csv'} is not a readable CSV: line {lines} has 9 fields,"
+        f" more than the 8 columns of the header (a value with a comma in it must be quoted, and"
+        f" a decimal written with a point: 2.50, not 2,50)")
+
+
 def test_missing_catalog_file_is_named(copied):
     assert load_catalog(copied).directory == copied
     (copied / "prices.csv").unlink()
