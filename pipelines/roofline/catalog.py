@@ -535,6 +535,10 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         except pl.exceptions.PolarsError as exc:
             raise CatalogError(f"catalog file {file} is not a readable CSV:"
                                f" {ragged_line(file) or exc}") from None
+        # a value saved quoted empty ("") is empty, and a row of empty cells (a spreadsheet's
+        # cleared row, ",,,,") is no row
+        frame = frames[table].with_columns(pl.col(pl.String).replace("", None))
+        frames[table] = frame.filter(~pl.all_horizontal(pl.all().is_null()))
         missing = [c for c in REQUIRED_COLUMNS[table] if c not in frames[table].columns]
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 import shutil
@@ -182,6 +183,23 @@ def test_a_line_with_more_fields_than_the_header_is_named(copied):
         f"catalog file {copied / 'prices.csv'} is not a readable CSV: line {lines} has 9 fields,"
         f" more than the 8 columns of the header (a value with a comma in it must be quoted, and"
         f" a decimal written with a point: 2.50, not 2,50)")
+
+
+def test_a_file_saved_with_every_cell_quoted_and_cleared_rows_reads_as_written(copied):
+    """A spreadsheet or script that quotes every cell writes an empty one as "" (an empty GPU
+    peak, MLA rank or price plan) and may keep cleared rows (",,,,"): empty values, and no
+    rows. They were 'fp8_tflops='': expected a number' and 'row 'None': gpu is empty'."""
+    for table in TABLES:
+        rows = list(csv.reader(open(copied / f"{table}.csv", newline="")))
+        rows += [[""] * len(rows[0])] * 2
+        with open(copied / f"{table}.csv", "w", newline="") as f:
+            csv.writer(f, quoting=csv.QUOTE_ALL).writerows(rows)
+    assert '"a100-80gb-sxm","NVIDIA A100 80GB SXM4","NVIDIA","ampere","80","80.0","2039","312",""' \
+        in (copied / "gpus.csv").read_text()
+    quoted, shipped = load_catalog(copied), load_catalog()
+    for name in shipped.deployment_names:
+        assert quoted.deployment(name).as_row() == shipped.deployment(name).as_row()
+    assert quoted.prices.height == shipped.prices.height
 
 
 def test_missing_catalog_file_is_named(copied):
