@@ -322,6 +322,10 @@ class Catalog:
     def _price_key(self, gpu: str, provider: str | None, plan: str | None) -> tuple[str, str]:
         """(provider, plan) of the price row chosen: the GPU's default where neither is given."""
         listed = self.prices.filter(pl.col("gpu") == gpu)
+        if (provider is None) != (plan is None):
+            raise CatalogError(f"price_provider={provider!r}, price_plan={plan!r}: expected both"
+                               f" (a row of {self.file('prices')} for gpu {gpu!r}), or neither"
+                               f" for the GPU's default price")
         if provider is None and plan is None:
             label, which, prices = "default price", "", listed.filter(pl.col("is_default"))
         else:

@@ -571,6 +571,15 @@ def test_a_deployment_without_a_price_plan_takes_its_gpus_default(copied):
     assert (d.price_provider, d.price_plan) == ("coreweave", "on-demand")
 
 
+@pytest.mark.parametrize(("provider", "plan"), [("aws", None), (None, "on-demand")])
+def test_a_price_provider_without_its_plan_is_named(catalog, provider, plan, recwarn):
+    with pytest.raises(CatalogError, match=rf"price_provider={provider!r}, price_plan={plan!r}:"
+                                           r" expected both .* or neither"):
+        catalog.build(model="llama-3.1-8b", gpu="h100-sxm", price_provider=provider,
+                      price_plan=plan)
+    assert not recwarn.list   # was polars' "Comparisons with None" UserWarning, and 'plan None'
+
+
 def test_a_price_row_is_named_by_its_whole_key(copied):
     """A GPU names several rows of prices.csv: the message names the provider and plan too."""
     prices = copied / "prices.csv"
