@@ -9,8 +9,11 @@ baseline's value:
                    request's cached_tokens becomes max(logged, min(floor(s * prompt), prompt - 1))
     output_cap     output_tokens becomes min(output_tokens, cap)
 
-A GPU swap takes the new GPU family's efficiency factors and default price; otherwise the
-baseline's efficiency overrides and price plan are kept.
+A GPU swap takes the new GPU family's efficiency factors, and the baseline's provider and plan
+for the new GPU where prices.csv lists that GPU there (an AWS on-demand H100 fleet is compared
+with AWS on-demand B200s, not with another provider's), else the new GPU's default price;
+`change` says which price it took. On the same GPU the baseline's efficiency overrides and
+price plan are kept.
 
 A scenario whose names are wrong (unknown GPU or dtype) is a ScenarioError wherever it runs. One
 whose change cannot apply to a particular baseline (fp4 on a GPU that has neither fp4 tensor
@@ -164,10 +167,12 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
     gpu = s.gpu or baseline.gpu.gpu
     same_gpu = gpu == baseline.gpu.gpu
     e = baseline.efficiency
-    kept = ({"compute_efficiency": e.compute_efficiency, "bandwidth_efficiency": e.bandwidth_efficiency,
-             "step_overhead_s": e.step_overhead_s, "layer_overhead_s": e.layer_overhead_s,
-             "price_provider": baseline.price_provider, "price_plan": baseline.price_plan}
-            if same_gpu else {})
+    plan = {"price_provider": baseline.price_provider, "price_plan": baseline.price_plan}
+    if same_gpu:
+        kept = {"compute_efficiency": e.compute_efficiency, "bandwidth_efficiency": e.bandwidth_efficiency,
+                "step_overhead_s": e.step_overhead_s, "layer_overhead_s": e.layer_overhead_s, **plan}
+    else:
+        kept = plan if catalog.lists_price(gpu, baseline.price_provider, baseline.price_plan) else {}
     scheduler = dataclasses.replace(baseline.scheduler,
                                     max_seqs=s.max_seqs or baseline.scheduler.max_seqs)
     try:
@@ -204,6 +209,21 @@ def change_text(baseline: Deployment, s: Scenario) -> str:
     if s.output_cap is not None:
         parts.append(f"outputs capped at {s.output_cap:,} tokens")
     return "; ".join(parts) or "nothing: the baseline's own settings"
+
+
+def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deployment) -> str:
+    """The price a GPU swap moves to, and whose ("; price $6.155 → $8.6 per GPU-hour (coreweave
+    on-demand)"), with why where it is not the baseline's provider and plan; "" on the same
+    GPU (same price)."""
+    if deployment.gpu.gpu == baseline.gpu.gpu:
+        return ""
+    before, after = catalog.usd_per_gpu_hour(baseline), catalog.usd_per_gpu_hour(deployment)
+    whose = f"{deployment.price_provider} {deployment.price_plan}"
+    if (deployment.price_provider, deployment.price_plan) != (baseline.price_provider,
+                                                              baseline.price_plan):
+        whose += (f", the {deployment.gpu.gpu} default in prices.csv: it lists no"
+                  f" {deployment.gpu.gpu} from {baseline.price_provider} {baseline.price_plan}")
+    return f"; price ${before:g} → ${after:g} per GPU-hour ({whose})"
 
 
 def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
@@ -251,11 +271,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 yield ScenarioRun(_skipped_fleet(trace, s, baseline, str(exc)), iter(()))
             continue
         price = catalog.usd_per_gpu_hour(deployment)
-        change = change_text(baseline, s)
-        if price != catalog.usd_per_gpu_hour(baseline):  # a GPU swap takes that GPU's default
-            change += (f"; price ${catalog.usd_per_gpu_hour(baseline):g} → ${price:g} per"
-                       f" GPU-hour ({deployment.price_provider} {deployment.price_plan}, the"
-                       f" {deployment.gpu.gpu} default in prices.csv)")
+        change = change_text(baseline, s) + price_change_text(catalog, baseline, deployment)
         replays = replay_traces(traces, deployment, bin_s, router=router, hash_tokens=hash_tokens,
                                 transform=lambda frame, s=s: scenario_requests(frame, s))
         try:

@@ -340,6 +340,11 @@ class Catalog:
                                f" {self.file('prices')}: expected exactly one")
         return prices["provider"][0], prices["plan"][0]
 
+    def lists_price(self, gpu: str, provider: str, plan: str) -> bool:
+        """Whether prices.csv has a row for `gpu` from `provider` on `plan`."""
+        return self.prices.filter((pl.col("gpu") == gpu) & (pl.col("provider") == provider)
+                                  & (pl.col("plan") == plan)).height > 0
+
     def usd_per_gpu_hour(self, deployment: Deployment) -> float:
         d = deployment
         row = self.prices.filter((pl.col("gpu") == d.gpu.gpu) & (pl.col("provider") == d.price_provider)

@@ -246,20 +246,28 @@ def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, con
     assert fleets["skipped"].is_null().all()
 
 
-def test_a_gpu_swap_says_the_price_it_takes(catalog, conv_head):
-    """A GPU swap is priced at the new GPU's default plan, not the baseline's: on a fleet priced
-    at AWS on-demand ($12.29 per H100-hour) the H200 replay is priced at CoreWeave's $6.305, and
-    `change` (the report's "what changes", and its headline) says so; a swap that keeps the
-    price, and a change on the same GPU, say nothing of it."""
+def test_a_gpu_swap_keeps_the_baseline_provider_where_it_lists_the_gpu(catalog, conv_head):
+    """A GPU swap is priced at the baseline's provider and plan where prices.csv lists the new
+    GPU there: a fleet on AWS on-demand H100s ($12.29) is compared with AWS on-demand B200s
+    ($14.24), not CoreWeave's $8.60, which would show a saving the operator cannot have. AWS
+    lists no on-demand H200, so that swap takes the H200's default price and `change` (the
+    report's "what changes", and its headline) says so; a change on the same GPU says nothing
+    of the price."""
     aws = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4, replicas=3,
                         price_provider="aws", price_plan="on-demand", name="aws")
     _, fleets = _collect(replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")),
                                           catalog, aws,
-                                          [Scenario("h200", "d", gpu="h200-sxm"),
+                                          [Scenario("b200", "d", gpu="b200"),
+                                           Scenario("h200", "d", gpu="h200-sxm"),
                                            Scenario("r2", "d", replicas=2)]))
     change = dict(zip(fleets["scenario"], fleets["change"], strict=True))
+    price = dict(zip(fleets["scenario"], fleets["usd_per_gpu_hour"], strict=True))
+    assert price == {"b200": 14.24, "h200": 6.305, "r2": 12.29}
+    assert change["b200"] == ("GPU h100-sxm → b200; price $12.29 → $14.24 per GPU-hour"
+                              " (aws on-demand)")
     assert change["h200"] == ("GPU h100-sxm → h200-sxm; price $12.29 → $6.305 per GPU-hour"
-                              " (coreweave on-demand, the h200-sxm default in prices.csv)")
+                              " (coreweave on-demand, the h200-sxm default in prices.csv: it"
+                              " lists no h200-sxm from aws on-demand)")
     assert change["r2"] == "replicas 3 → 2; 12 → 8 GPUs per trace"
 
 
