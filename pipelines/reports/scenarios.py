@@ -37,7 +37,8 @@ import polars as pl
 from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.api import STAGE_COLUMNS
 from pipelines.roofline import CatalogError
-from pipelines.roofline.catalog import Catalog, ragged_line
+from pipelines.roofline.catalog import (Catalog, drop_unnamed_empty_columns, ragged_line,
+                                        separator_hint)
 from pipelines.roofline.caveats import caveat_column
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
@@ -110,8 +111,10 @@ def load_scenarios(path: Path) -> list[Scenario]:
     except pl.exceptions.PolarsError as exc:
         raise ScenarioError(f"scenarios file {path} is not a readable CSV: "
                             f"{ragged_line(path) or str(exc).splitlines()[0]}") from None
+    frame = drop_unnamed_empty_columns(frame)
     if set(frame.columns) != set(COLUMNS):
-        raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected {list(COLUMNS)}")
+        raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected"
+                            f" {list(COLUMNS)}{separator_hint(frame)}")
     # a cell written "" (quoted) or of spaces only is empty: it keeps the baseline's value
     frame = frame.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c)
                                for c in frame.columns)
@@ -142,6 +145,9 @@ def load_scenarios(path: Path) -> list[Scenario]:
             if not 0.0 <= share < 1.0:
                 raise ScenarioError(f"{where}: prefix_cache={s.prefix_cache!r}, expected 'off' "
                                     f"or a share of each prompt in [0, 1)")
+        if s.source is None:
+            raise ScenarioError(f"{where}: source is empty: expected where the scenario's numbers"
+                                f" come from, or that they are an assumption")
     return scenarios
 
 

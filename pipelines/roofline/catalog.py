@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from pipelines.roofline.deployment import (
 
 DEFAULT_REFERENCE_DIR = Path(__file__).resolve().parents[2] / "data" / "reference"
 TABLES = ("gpus", "gpu_efficiency", "models", "prices", "deployments")
+# the names Polars gives header cells left empty: "" and "_duplicated_<n>" for the repeats
+_UNNAMED = re.compile(r"^(|_duplicated_\d+)$")
 DEFAULT_STACK = "current"
 # Scheduler options that take one of a few named values (optional in deployments.csv, the
 # Scheduler default when absent): their choices, and what the choice means, for the error.
@@ -511,6 +514,21 @@ def _row_key(rows: pl.DataFrame, file: Path) -> str:
     return " / ".join(str(rows[c][0]) for c in columns)
 
 
+def drop_unnamed_empty_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` without the columns a spreadsheet adds by saving trailing separators (",,"): no
+    header name and no value. A named column, or one with a value, stays (and is checked)."""
+    return frame.drop(c for c in frame.columns
+                      if _UNNAMED.match(c) and frame[c].null_count() == frame.height)
+
+
+def separator_hint(frame: pl.DataFrame) -> str:
+    """Why every column seems missing when a file is separated by semicolons (a spreadsheet
+    saved in a locale whose decimal mark is the comma): one column whose name holds them."""
+    if frame.width == 1 and ";" in frame.columns[0]:
+        return "; the file is separated by ';': expected commas, with a point as the decimal mark"
+    return ""
+
+
 def ragged_line(file: Path) -> str | None:
     """Which line of a CSV file has more fields than its header (an unquoted comma in a value,
     `2,50` for 2.50 or prose, is the usual cause), or None if none has. (A shorter line is read
@@ -544,14 +562,16 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         except pl.exceptions.PolarsError as exc:
             raise CatalogError(f"catalog file {file} is not a readable CSV:"
                                f" {ragged_line(file) or exc}") from None
-        # a value saved quoted empty ("") is empty, and a row of empty cells (a spreadsheet's
-        # cleared row, ",,,,") is no row
+        # a value saved quoted empty ("") is empty, a row of empty cells (a spreadsheet's
+        # cleared row, ",,,,") is no row, and so is a column without a name or a value (the
+        # trailing ",," a spreadsheet may save, which would reach the warehouse tables)
         frame = frames[table].with_columns(pl.col(pl.String).replace("", None))
+        frame = drop_unnamed_empty_columns(frame)
         frames[table] = frame.filter(~pl.all_horizontal(pl.all().is_null()))
         missing = [c for c in REQUIRED_COLUMNS[table] if c not in frames[table].columns]
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
-                               f" (see data/reference/README.md)")
+                               f" (see data/reference/README.md){separator_hint(frame)}")
         frame = frames[table]
         for column in REQUIRED_COLUMNS[table]:
             if column not in MAY_BE_EMPTY.get(table, ()):

@@ -96,8 +96,33 @@ def test_a_line_with_an_unquoted_comma_is_named(tmp_path):
 
 
 def test_counts_written_with_spaces_are_read(tmp_path):
-    [scenario] = load_scenarios(_write(tmp_path, ["a,x,, 2 ,,,,,,,"]))
+    [scenario] = load_scenarios(_write(tmp_path, ["a,x,, 2 ,,,,,,,assumption"]))
     assert scenario.tp == 2
+
+
+def test_a_scenario_without_its_source_is_named(tmp_path):
+    """data/reference/README.md: `source` says where a number comes from or that it is an
+    assumption, never empty (it was accepted)."""
+    path = _write(tmp_path, ["a,x,,2,,,,,,,assumption", "b,y,,,,,2,,,,"])
+    with pytest.raises(ScenarioError, match=r"line 3: source is empty"):
+        load_scenarios(path)
+
+
+def test_trailing_empty_columns_of_a_spreadsheet_are_dropped(tmp_path):
+    """A spreadsheet that saves trailing separators adds unnamed, empty columns: they are no
+    column (they were refused as '' and '_duplicated_0'); a named extra column is refused."""
+    path = _write(tmp_path, ["a,x,,2,,,,,,,assumption,,"], header=",".join(COLUMNS) + ",,")
+    [scenario] = load_scenarios(path)
+    assert scenario.tp == 2
+    with pytest.raises(ScenarioError, match="columns"):
+        load_scenarios(_write(tmp_path, ["a,x,,2,,,,,,,assumption,1"],
+                              header=",".join(COLUMNS) + ",extra"))
+
+
+def test_a_semicolon_separated_file_is_named_as_such(tmp_path):
+    path = _write(tmp_path, ["a;x;;2;;;;;;;assumption"], header=";".join(COLUMNS))
+    with pytest.raises(ScenarioError, match="separated by ';': expected commas"):
+        load_scenarios(path)
 
 
 @pytest.mark.parametrize("row", [

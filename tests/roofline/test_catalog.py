@@ -588,3 +588,20 @@ def test_a_price_row_is_named_by_its_whole_key(copied):
     with pytest.raises(CatalogError, match=r"prices.csv, row 'a100-80gb-sxm / coreweave /"
                                            r" on-demand': usd_per_gpu_hour=-2.7"):
         load_catalog(copied)
+
+
+def test_trailing_empty_columns_of_a_spreadsheet_are_no_columns(copied):
+    """Trailing separators a spreadsheet saves (",," on every line) add columns with no name and
+    no value; they are dropped, not carried into the warehouse tables as '' and
+    '_duplicated_0'."""
+    prices = copied / "prices.csv"
+    prices.write_text("".join(line.rstrip("\n") + ",,\n"
+                              for line in prices.read_text().splitlines(keepends=True)))
+    assert load_catalog(copied).prices.columns == load_catalog().prices.columns
+
+
+def test_a_semicolon_separated_catalog_file_is_named_as_such(copied):
+    gpus = copied / "gpus.csv"
+    gpus.write_text(gpus.read_text().replace(",", ";"))
+    with pytest.raises(CatalogError, match=r"gpus.csv lacks column.*separated by ';'"):
+        load_catalog(copied)
