@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import csv
 import math
+import numbers
 import re
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, astuple, dataclass, fields, replace
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from pipelines.roofline.deployment import (
@@ -98,6 +100,10 @@ class Range:
         return bad | (v != v.floor()) if self.whole else bad
 
     def refuses(self, value) -> bool:
+        """Whether a value given from Python is outside the range; text ('32') and booleans
+        are refused, not read as the number they spell or stand for."""
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return True
         try:
             return bool(self.wrong(pl.Series([float(value)])).item())
         except (TypeError, ValueError):
@@ -239,6 +245,9 @@ class Catalog:
             )
         scheduler = Scheduler(**scheduler_options)
         network = network or Network()
+        if not isinstance(network, Network):
+            raise CatalogError(f"network={network!r}: expected a Network(one_way_s,"
+                               f" bytes_per_token, bandwidth_bytes_per_s)")
 
         m = _one(self.models, "model", model, "model", self.file("models"))
         g = _one(self.gpus, "gpu", gpu, "gpu", self.file("gpus"))
@@ -267,12 +276,24 @@ class Catalog:
         for column, rule in NUMBER_RANGES["deployments"].items():
             if rule.refuses(values[column]):
                 raise CatalogError(f"{column}={values[column]!r}: expected {rule.expected}")
+        if not isinstance(scheduler.chunked_prefill, (bool, np.bool_)):
+            raise CatalogError(f"chunked_prefill={scheduler.chunked_prefill!r}: expected True or False")
+        # the checked numbers as the physics and the compiled replay take them (32.0 and
+        # np.int64(32) are 32; a float count would fail numba's typing deep in the replay)
+        tp, replicas = int(tp), int(replicas)
+        scheduler = replace(scheduler, chunked_prefill=bool(scheduler.chunked_prefill),
+                            kv_memory_fraction=float(scheduler.kv_memory_fraction),
+                            **{k: int(getattr(scheduler, k))
+                               for k in ("max_seqs", "max_batched_tokens", "kv_block_tokens")})
+        efficiency = replace(efficiency, **{k: float(getattr(efficiency, k)) for k in (
+            "compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "layer_overhead_s")})
+        network = Network(*(float(v) for v in astuple(network)))
         for option, (choices, meaning) in SCHEDULER_CHOICES.items():
             value = getattr(scheduler, option)
             if value not in choices:
                 raise CatalogError(f"{option}={value!r}: expected one of {', '.join(choices)}"
                                    f" ({meaning})")
-        _check_tensor_parallel(m, int(tp))
+        _check_tensor_parallel(m, tp)
         provider, plan = self._price_key(gpu, price_provider, price_plan)
         deployment = Deployment(
             name=name or f"{model}@{gpu}-tp{tp}-{weights}",
@@ -283,7 +304,7 @@ class Catalog:
                         peak_tflops=g[PEAK_COLUMN[gemm_dtype]], gemm_dtype=gemm_dtype,
                         attention_peak_tflops=_attention_peak(g, kv_cache),
                         interconnect_gbs=g["interconnect_gbs"]),
-            tp=int(tp), weight_dtype=weights, kv_dtype=kv_cache, replicas=int(replicas),
+            tp=tp, weight_dtype=weights, kv_dtype=kv_cache, replicas=replicas,
             scheduler=scheduler, efficiency=efficiency,
             network=network, price_provider=provider, price_plan=plan,
             stack=stack,

@@ -308,6 +308,38 @@ def test_scheduler_sizes_must_be_positive_whole_numbers(option):
         load_catalog().build(model="llama-2-7b", gpu="a100-80gb-sxm", **{option: 0})
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"max_seqs": "32"}, "max_seqs='32': expected a whole number >= 1"),
+    ({"kv_memory_fraction": "0.9"}, "kv_memory_fraction='0.9': expected a number in (0, 1]"),
+    ({"replicas": "2"}, "replicas='2': expected a whole number >= 1"),
+    ({"tp": True}, "tp=True: expected a whole number >= 1"),
+    ({"chunked_prefill": "false"}, "chunked_prefill='false': expected True or False"),
+    ({"network": (0.01, 150, 1e7)}, "network=(0.01, 150, 10000000.0): expected a Network("),
+], ids=["count-as-text", "fraction-as-text", "replicas-as-text", "tp-bool", "switch-as-text",
+        "network-tuple"])
+def test_build_refuses_text_and_booleans_where_numbers_belong(catalog, kwargs, message):
+    """'32' used to pass the range check and fail later inside the physics or numba, and the
+    text 'false' turned chunked prefill on."""
+    with pytest.raises(CatalogError, match=re.escape(message)):
+        catalog.build(model="llama-2-7b", gpu="a100-80gb-sxm", **kwargs)
+
+
+def test_build_takes_whole_floats_and_numpy_numbers_and_the_replay_runs_on_them(catalog):
+    """A notebook's sweep (np.arange, a float column) gives 32.0 or np.float64(16): the
+    deployment holds them as the ints the compiled replay needs."""
+    from pipelines.replay import replay
+    plain = catalog.build(model="llama-2-7b", gpu="a100-80gb-sxm", tp=1, max_seqs=32,
+                          kv_block_tokens=16)
+    d = catalog.build(model="llama-2-7b", gpu="a100-80gb-sxm", tp=np.int64(1), replicas=1.0,
+                      max_seqs=32.0, max_batched_tokens=np.float64(8192), kv_block_tokens=16.0)
+    assert d.name == plain.name == "llama-2-7b@a100-80gb-sxm-tp1-bf16"
+    assert d.scheduler == plain.scheduler
+    assert type(d.scheduler.max_seqs) is int and type(d.tp) is int
+    requests = pl.DataFrame({"arrival_s": [0.0, 0.1], "prompt_tokens": [500, 5000],
+                             "output_tokens": [50, 20]})
+    assert replay(requests, d)["e2e_s"].to_list() == replay(requests, plain)["e2e_s"].to_list()
+
+
 def test_catalog_file_without_a_needed_column_is_named(copied):
     efficiency = pl.read_csv(copied / "gpu_efficiency.csv").drop("stack")
     efficiency.write_csv(copied / "gpu_efficiency.csv")
