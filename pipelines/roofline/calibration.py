@@ -186,6 +186,13 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
                *REQUEST_METRICS.values()} - set(requests.columns)
     if missing:
         raise CalibrationError(f"requests lack column(s) {sorted(missing)}")
+    # predictions are matched to observations by request_id: a repeated or missing id would
+    # pair a request with another one's replayed latency
+    ids = requests["request_id"]
+    if ids.null_count() or ids.is_duplicated().any():
+        which = "is empty" if ids.null_count() else f"{ids.filter(ids.is_duplicated())[0]!r} is used twice"
+        raise CalibrationError(f"requests column request_id {which}: expected one distinct id per"
+                               f" request (a log concatenated from several, each numbered from 0?)")
     ordered = requests.sort("arrival_s", maintain_order=True).with_row_index("order")
     long = pl.concat([
         ordered.select("request_id", "prompt_tokens", "output_tokens", "order",

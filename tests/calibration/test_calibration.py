@@ -88,6 +88,19 @@ def test_unknown_fit_metric_is_named(catalog):
                            fit_metrics=("tpot",))
 
 
+@pytest.mark.parametrize(("ids", "named"), [
+    (["0", "1", "2"] * 33 + ["3"], "'0' is used twice"),
+    ([None] + [str(i) for i in range(99)], "request_id is empty"),
+], ids=["repeated", "missing"])
+def test_request_ids_that_do_not_name_one_request_each_are_refused(catalog, ids, named):
+    """Predictions are matched to observations by request_id: two logs concatenated, each
+    numbered from 0, used to calibrate silently on latencies paired with the wrong requests."""
+    log = burstgpt(100).head(100).with_columns(request_id=pl.Series(ids, dtype=pl.String))
+    with pytest.raises(CalibrationError, match=named):
+        calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), log, BUCKETS,
+                           fit_metrics=("ttft",))
+
+
 def test_unknown_step_kind_is_named(catalog):
     steps = pl.DataFrame({"kind": ["warmup"] * 8, "batch": [1] * 8, "prompt_tokens": [100] * 8,
                           "context_tokens": [0] * 8, "observed_s": [0.1] * 8})
