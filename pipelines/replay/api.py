@@ -205,6 +205,14 @@ def replay_fleet(
     `progress(requests routed, requests, simulated seconds)` is called every PROGRESS_EVERY
     requests during long replays.
     """
+    if not isinstance(requests, pl.DataFrame):
+        hint = (" (call .collect() first)" if isinstance(requests, pl.LazyFrame)
+                else " (pl.DataFrame(...), pl.from_pandas(...), pl.from_arrow(...))")
+        raise ReplayError(f"requests: expected a polars DataFrame, got {type(requests).__name__}"
+                          f"{hint}")
+    if not isinstance(deployment, Deployment):
+        raise ReplayError(f"deployment={deployment!r}: expected a Deployment, e.g."
+                          f" load_catalog().deployment(name) or load_catalog().build(...)")
     if router not in ROUTERS:
         raise ReplayError(f"router={router!r}: expected one of {', '.join(ROUTERS)}")
     if not bin_s > 0:

@@ -290,6 +290,20 @@ def test_missing_columns_and_empty_input_are_refused(seed):
         replay(_requests([], [], []), seed)
 
 
+@pytest.mark.parametrize(("requests", "deployment", "named"), [
+    (lambda: {"arrival_s": [0.0], "prompt_tokens": [10], "output_tokens": [5]}, None,
+     "requests: expected a polars DataFrame, got dict"),
+    (lambda: _requests([0.0], [10], [5]).lazy(), None, r"got LazyFrame \(call \.collect\(\) first\)"),
+    (lambda: _requests([0.0], [10], [5]), "seed-example",
+     "deployment='seed-example': expected a Deployment"),
+], ids=["dict", "lazy-frame", "deployment-name"])
+def test_arguments_of_the_wrong_kind_are_named(seed, requests, deployment, named):
+    """Not an AttributeError from inside the validation: a notebook passes a dict, a LazyFrame
+    or the deployment's name."""
+    with pytest.raises(ReplayError, match=named):
+        replay(requests(), deployment or seed)
+
+
 # ---- (i) a real excerpt ----------------------------------------------------------------------------
 
 def test_real_conv_excerpt_on_the_default_fleet(catalog):
