@@ -287,9 +287,12 @@ def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float
 
 
 def replay(requests: pl.DataFrame, deployment: Deployment, *,
-           router: str = "least_outstanding") -> pl.DataFrame:
-    """One row per request with the `request_stages` columns (see module docstring)."""
-    return replay_fleet(requests, deployment, router=router).stages
+           router: str = "least_outstanding", hash_tokens: int | None = None) -> pl.DataFrame:
+    """One row per request with the `request_stages` columns (see module docstring).
+    `hash_tokens`: prompt tokens per entry of `prefix_hashes` (None: Mooncake's 512); for a log
+    read with another block size, pass its `read_trace(...).prefix_block_tokens`, or the
+    replay credits each hash with the wrong number of cached tokens (replay_fleet)."""
+    return replay_fleet(requests, deployment, router=router, hash_tokens=hash_tokens).stages
 
 
 def by_trace(requests: pl.DataFrame) -> dict[str, pl.DataFrame]:

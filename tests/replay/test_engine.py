@@ -347,6 +347,16 @@ def test_a_repeated_prefix_is_not_prefilled_twice(seed):
     assert plain.stages["prefill_gpu_s"][1] > s["prefill_gpu_s"][1]
 
 
+def test_replay_takes_the_tokens_per_prefix_hash(seed):
+    """A log read with block_tokens=256 credits each resident hash 256 tokens, through replay()
+    as through replay_fleet(); replay() used to have no way to say so and credited 512."""
+    requests = _requests([0.0, 5.0], [1800, 1900], [10, 10]).with_columns(
+        prefix_hashes=pl.Series([[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 9]], dtype=pl.List(pl.Int64)))
+    stages = replay(requests, seed, hash_tokens=256)
+    assert stages["cached_hit_tokens"].to_list() == [0, 3 * 256]
+    assert_frame_equal(stages, replay_fleet(requests, seed, hash_tokens=256).stages)
+
+
 def test_prefix_blocks_are_per_replica(catalog):
     d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", replicas=2)
     requests = _requests([0.0, 5.0, 10.0], [1100, 1100, 1100], [5, 5, 5]).with_columns(
