@@ -357,6 +357,10 @@ class Deployment:
         if cached_tokens >= prompt_tokens:
             raise ValueError(f"cached_tokens={cached_tokens} with prompt_tokens={prompt_tokens}: expected"
                              f" fewer cached than prompt tokens (the last prompt token is always computed)")
+        if prompt_tokens > self.kv_capacity_tokens:
+            raise ValueError(f"prompt_tokens={prompt_tokens}: expected at most the"
+                             f" {self.kv_capacity_tokens} tokens the KV cache of deployment"
+                             f" {self.name!r} holds (the replay refuses such a request too)")
         coef = self.coefficients
         done, total = float(cached_tokens), float(prompt_tokens)
         budget = self.scheduler.max_batched_tokens if self.scheduler.chunked_prefill else math.inf
@@ -463,7 +467,7 @@ class Deployment:
             "ridge_flops_per_byte": self.ridge_flops_per_byte,
             "decode_compute_bound_batch": self.decode_compute_bound_batch,
             "decode_step_s_batch1_ctx1k": self.decode_step_s(1, 1024),
-            "prefill_s_1k": self.prefill_s(1024),
+            "prefill_s_1k": self.prefill_s(1024) if self.kv_capacity_tokens >= 1024 else None,
             **asdict(self.scheduler),
             "net_one_way_s": self.network.one_way_s,
             "net_tail_s": self.network.tail_s,

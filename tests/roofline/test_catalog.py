@@ -246,6 +246,16 @@ def test_the_api_refuses_counts_that_are_not_whole_or_too_small(catalog, call, m
         call(catalog.deployment("seed-example"))
 
 
+def test_a_prompt_the_kv_cache_cannot_hold_is_refused(catalog):
+    """prefill_s(10**9) returned 1.87e9 s, and 10**30 never returned (one Python pass per
+    chunk); the replay refuses such a request, and so does the API."""
+    d = catalog.deployment("seed-example")
+    assert d.prefill_s(d.kv_capacity_tokens) > 0
+    with pytest.raises(ValueError, match=rf"prompt_tokens={10**30}: expected at most the"
+                                         rf" {d.kv_capacity_tokens} tokens"):
+        d.prefill_s(10**30)
+
+
 def test_the_api_takes_whole_floats_and_numpy_integers(catalog):
     d = catalog.deployment("seed-example")
     assert d.prefill_s(1024.0) == d.prefill_s(np.int64(1024)) == d.prefill_s(1024)
