@@ -11,7 +11,11 @@ Stage definitions (they hold exactly, per request):
     ttft_s    = queue_s + prefill_s + one-way latency (the first byte's trip to the client)
     tpot_s    = decode_s / (output_tokens - 1), null for one-token outputs
 
-Times are seconds from the trace start (`arrival_s` = 0 at the first request).
+Times are seconds from the trace start, `arrival_s` = 0, where the fleet's span (`span_s`, the
+timeline, idle GPU-seconds) begins: the canonical requests put their first request there. A
+slice of a trace that keeps its arrival times (first request at 102 s) is replayed as a fleet
+idle until then, and that idle time is priced; subtract the first arrival to count the slice
+alone.
 """
 
 from __future__ import annotations
