@@ -93,7 +93,7 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
         try:
             catalog.deployment(name)
         except CatalogError as exc:
-            yield f"{catalog.file('deployments')}, deployment {name!r}: {exc}"
+            yield str(exc)   # names the file and the row
         except Exception as exc:  # a bug, or a combination the catalog checks miss: one line
             yield (f"{catalog.file('deployments')}, deployment {name!r}: building it failed with"
                    f" {type(exc).__name__}: {exc} (the catalog checks missed this; please report"

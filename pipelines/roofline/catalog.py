@@ -187,24 +187,28 @@ class Catalog:
         return self.deployments["deployment"].to_list()
 
     def deployment(self, name: str) -> Deployment:
-        """The named deployment of deployments.csv, with its physics resolved."""
+        """The named deployment of deployments.csv, with its physics resolved; a row that does
+        not build is a CatalogError naming the file and the row."""
         row = _one(self.deployments, "deployment", name, "deployment", self.file("deployments"))
         overrides = {k: row.get(k) for k in ("compute_efficiency", "bandwidth_efficiency",
                                               "step_overhead_s", "layer_overhead_s")}
-        return self.build(
-            name=name,
-            model=row["model"], gpu=row["gpu"], tp=row["tp"],
-            weights=row["weight_dtype"], kv_cache=row["kv_dtype"], replicas=row["replicas"],
-            max_seqs=row["max_seqs"], max_batched_tokens=row["max_batched_tokens"],
-            chunked_prefill=row["chunked_prefill"], kv_memory_fraction=row["kv_memory_fraction"],
-            kv_block_tokens=row["kv_block_tokens"],
-            **{option: row[option] for option in SCHEDULER_CHOICES if row.get(option)},
-            price_provider=row["price_provider"], price_plan=row["price_plan"],
-            stack=row.get("stack") or DEFAULT_STACK,
-            network=Network(row["net_one_way_s"], row["net_bytes_per_token"],
-                            row["net_bandwidth_bytes_per_s"]),
-            **{k: v for k, v in overrides.items() if v is not None},
-        )
+        try:
+            return self.build(
+                name=name,
+                model=row["model"], gpu=row["gpu"], tp=row["tp"],
+                weights=row["weight_dtype"], kv_cache=row["kv_dtype"], replicas=row["replicas"],
+                max_seqs=row["max_seqs"], max_batched_tokens=row["max_batched_tokens"],
+                chunked_prefill=row["chunked_prefill"], kv_memory_fraction=row["kv_memory_fraction"],
+                kv_block_tokens=row["kv_block_tokens"],
+                **{option: row[option] for option in SCHEDULER_CHOICES if row.get(option)},
+                price_provider=row["price_provider"], price_plan=row["price_plan"],
+                stack=row.get("stack") or DEFAULT_STACK,
+                network=Network(row["net_one_way_s"], row["net_bytes_per_token"],
+                                row["net_bandwidth_bytes_per_s"]),
+                **{k: v for k, v in overrides.items() if v is not None},
+            )
+        except CatalogError as exc:
+            raise CatalogError(f"{self.file('deployments')}, deployment {name!r}: {exc}") from None
 
     def build(
         self,

@@ -647,3 +647,15 @@ def test_a_semicolon_separated_catalog_file_is_named_as_such(copied):
     gpus.write_text(gpus.read_text().replace(",", ";"))
     with pytest.raises(CatalogError, match=r"gpus.csv lacks column.*separated by ';'"):
         load_catalog(copied)
+
+
+def test_a_deployment_row_that_does_not_build_names_its_file_and_row(copied):
+    """From Python, catalog.deployment(name) said only "kv_cache='bf61': expected one of ...",
+    not where: the preflight added the file and row, the API did not."""
+    deployments = copied / "deployments.csv"
+    deployments.write_text(deployments.read_text().replace(
+        "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf16",
+        "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf61"))
+    with pytest.raises(CatalogError, match=rf"^{re.escape(str(deployments))}, deployment"
+                                           rf" 'seed-example': kv_cache='bf61': expected one of"):
+        load_catalog(copied).deployment("seed-example")
