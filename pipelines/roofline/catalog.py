@@ -114,6 +114,9 @@ POSITIVE = Range(0)
 NON_NEGATIVE = Range(0, low_inclusive=True)
 FRACTION = Range(0, high=1)  # of a peak or of memory: (0, 1]
 COUNT = Range(1, low_inclusive=True, whole=True)
+# One replica's tensor-parallel group is one node: the all-reduce is modelled on the GPUs' own
+# links (NVLink / NVSwitch, Infinity Fabric, PCIe), not across nodes.
+TENSOR_PARALLEL = Range(1, low_inclusive=True, high=8, whole=True)
 # The number columns of each table and their ranges. Those of REQUIRED_COLUMNS must hold numbers
 # (a column left entirely empty, such as the MLA ranks of a catalog without MLA models, reads as
 # text with no value and passes); the others are optional number columns, checked where present:
@@ -136,8 +139,8 @@ NUMBER_RANGES = {
     },
     "prices": {"usd_per_gpu_hour": POSITIVE},
     "deployments": {
-        **dict.fromkeys(("tp", "replicas", "max_seqs", "max_batched_tokens", "kv_block_tokens"),
-                        COUNT),
+        "tp": TENSOR_PARALLEL,
+        **dict.fromkeys(("replicas", "max_seqs", "max_batched_tokens", "kv_block_tokens"), COUNT),
         "kv_memory_fraction": FRACTION, "compute_efficiency": FRACTION,
         "bandwidth_efficiency": FRACTION,
         **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "net_one_way_s",
@@ -424,7 +427,7 @@ def _check_tensor_parallel(model_row: dict, tp: int) -> None:
     if q % tp != 0 or (kv % tp != 0 and tp % kv != 0):
         raise CatalogError(
             f"tp={tp} cannot split {model_row['model']} ({q} query heads, {kv} KV heads) evenly;"
-            f" valid tp: {', '.join(map(str, valid_tensor_parallel(model_row, max(8, tp))))}"
+            f" valid tp: {', '.join(map(str, valid_tensor_parallel(model_row)))}"
         )
 
 

@@ -113,7 +113,9 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_memory_basis": "spare"}, "spare"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_reservation": "half"}, "half"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "tp": 4.5},
-         "tp=4.5: expected a whole number >= 1"),
+         "tp=4.5: expected a whole number in [1, 8]"),
+        ({"model": "llama-3.1-70b", "gpu": "h100-sxm", "tp": 64},   # was built, NVLink figures
+         "tp=64: expected a whole number in [1, 8]"),                # across eight nodes
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "replicas": 0},
          "replicas=0: expected a whole number >= 1"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "kv_memory_fraction": 1.5},
@@ -124,7 +126,7 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
          "net_one_way_s=-5: expected a number >= 0"),
     ],
     ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
-         "no-fp4-on-mi300x", "too-large", "kv-memory-basis", "kv-reservation", "tp-fraction",
+         "no-fp4-on-mi300x", "too-large", "kv-memory-basis", "kv-reservation", "tp-fraction", "tp64",
          "replicas0", "kv-memory-fraction", "negative-overhead", "negative-latency"],
 )
 def test_build_rejects_bad_requests(catalog, kwargs, named):
@@ -322,7 +324,7 @@ def test_scheduler_sizes_must_be_positive_whole_numbers(option):
     ({"max_seqs": "32"}, "max_seqs='32': expected a whole number >= 1"),
     ({"kv_memory_fraction": "0.9"}, "kv_memory_fraction='0.9': expected a number in (0, 1]"),
     ({"replicas": "2"}, "replicas='2': expected a whole number >= 1"),
-    ({"tp": True}, "tp=True: expected a whole number >= 1"),
+    ({"tp": True}, "tp=True: expected a whole number in [1, 8]"),
     ({"chunked_prefill": "false"}, "chunked_prefill='false': expected True or False"),
     ({"network": (0.01, 150, 1e7)}, "network=(0.01, 150, 10000000.0): expected a Network("),
 ], ids=["count-as-text", "fraction-as-text", "replicas-as-text", "tp-bool", "switch-as-text",
@@ -403,7 +405,7 @@ def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copie
      r"1.5: expected a number in \(0, 1\]"),
     ("deployments", "seed-example", "kv_memory_fraction", "-0.5",
      r"-0.5: expected a number in \(0, 1\]"),
-    ("deployments", "seed-example", "tp", "4.5", "4.5: expected a whole number >= 1"),
+    ("deployments", "seed-example", "tp", "4.5", r"4.5: expected a whole number in \[1, 8\]"),
     ("deployments", "seed-example", "kv_block_tokens", "0", "0: expected a whole number >= 1"),
     ("deployments", "seed-example", "compute_efficiency", "0",
      r"0: expected a number in \(0, 1\]"),
