@@ -47,6 +47,9 @@ def compression_of(path: Path) -> str | None:
 @contextlib.contextmanager
 def plain_file(path: Path) -> Iterator[Path]:
     """`path` itself, or a decompressed temporary copy of it (removed afterwards)."""
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a folder: expected one trace file (the folder"
+                               f" ingest reads a folder's files one by one)")
     if not path.is_file():
         raise TraceFormatError(f"{path}: no such file")
     kind = compression_of(path)

@@ -20,6 +20,7 @@ alone.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -123,6 +124,8 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
                     "prefix_hashes")
         if c in requests.columns
     )
+    # DuckDB's sums and CASTs to DECIMAL arrive as Decimal, which the checks below cannot test
+    frame = frame.with_columns(pl.col(pl.Decimal).cast(pl.Float64))
     not_numbers = {c: str(dtype) for c, dtype in frame.schema.items()
                    if c in NUMERIC_COLUMNS and not (dtype.is_numeric() or dtype == pl.Null)}
     if not_numbers:
@@ -219,7 +222,7 @@ def replay_fleet(
                           f" load_catalog().deployment(name) or load_catalog().build(...)")
     if router not in ROUTERS:
         raise ReplayError(f"router={router!r}: expected one of {', '.join(ROUTERS)}")
-    if not bin_s > 0:
+    if isinstance(bin_s, bool) or not isinstance(bin_s, numbers.Real) or not bin_s > 0:
         raise ReplayError(f"bin_s={bin_s!r}: expected a positive number of seconds")
     sched = deployment.scheduler
     hash_tokens = MOONCAKE_HASH_TOKENS if hash_tokens is None else hash_tokens

@@ -317,6 +317,8 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
     estimates (every observed metric is still reported). `router` and `hash_tokens` are the
     replay's (pipelines.replay.replay_fleet)."""
+    if isinstance(fit_metrics, str):   # fit_metrics="ttft": one metric, not its letters
+        fit_metrics = (fit_metrics,)
     unknown = set(fit_metrics) - set(REQUEST_METRICS)
     if unknown or not fit_metrics:
         raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")

@@ -82,10 +82,12 @@ def test_requests_without_observations_are_refused(catalog):
         calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), bare, BUCKETS)
 
 
-def test_unknown_fit_metric_is_named(catalog):
-    with pytest.raises(CalibrationError, match="tpot"):
+@pytest.mark.parametrize("metrics", [("tpot",), "tpot"], ids=["tuple", "one-string"])
+def test_unknown_fit_metric_is_named(catalog, metrics):
+    """A single metric given as a string is that metric, not its letters ('t', 'p', ...)."""
+    with pytest.raises(CalibrationError, match=r"fit_metrics \['tpot'\]"):
         calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), burstgpt(100), BUCKETS,
-                           fit_metrics=("tpot",))
+                           fit_metrics=metrics)
 
 
 @pytest.mark.parametrize(("ids", "named"), [

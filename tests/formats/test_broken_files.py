@@ -679,3 +679,11 @@ def test_a_whole_valued_decimal_is_the_count_it_says_in_every_format(tmp_path):
     assert parquet.requests["prompt_tokens"].to_list() == [10]
     assert parquet.rejected["reason"].to_list() == ["in is not a whole number in range: '5.5'",
                                                    "in is not a whole number in range: 'NaN'"]
+
+
+def test_a_folder_given_as_a_trace_file_is_named_as_a_folder(tmp_path):
+    """read_trace on a folder said "no such file", which it is not."""
+    with pytest.raises(TraceFormatError, match="is a folder: expected one trace file"):
+        read_trace(tmp_path)
+    with pytest.raises(TraceFormatError, match="no such file"):
+        read_trace(tmp_path / "absent.csv")

@@ -447,3 +447,17 @@ def test_replay_traces_replays_each_trace_on_its_own_fleet_lazily(seed):
     assert trace == "a" and frame.height == 2 and result.stages.height == 2
     with pytest.raises(ReplayError, match=r"^trace b: 1 request\(s\) need more KV cache"):
         next(replays)
+
+
+def test_decimal_token_counts_replay_as_the_numbers_they_are(seed):
+    """DuckDB's sums arrive in Polars as Decimal: they were a raw 'is_finite not supported for
+    decimal' error."""
+    plain = _requests([0.0, 0.5], [500, 600], [5, 6])
+    decimal = plain.with_columns(pl.col("prompt_tokens").cast(pl.Decimal(38, 0)))
+    assert replay(decimal, seed)["e2e_s"].to_list() == replay(plain, seed)["e2e_s"].to_list()
+
+
+@pytest.mark.parametrize("bin_s", ["60", True, 0])
+def test_a_bin_that_is_not_a_positive_number_is_named(seed, bin_s):
+    with pytest.raises(ReplayError, match=rf"bin_s={bin_s!r}: expected a positive number"):
+        replay_fleet(_requests([0.0], [10], [5]), seed, bin_s=bin_s)
