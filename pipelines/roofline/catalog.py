@@ -560,11 +560,15 @@ def separator_hint(frame: pl.DataFrame) -> str:
 def ragged_line(file: Path) -> str | None:
     """Which line of a CSV file has more fields than its header (an unquoted comma in a value,
     `2,50` for 2.50 or prose, is the usual cause), or None if none has. (A shorter line is read
-    with its last values empty, and those are checked as such.)"""
+    with its last values empty, and those are checked as such.) A file separated by semicolons
+    is named as such: its decimal commas and prose commas are what overflow its one-column
+    header."""
     try:
         with open(file, newline="", encoding="utf-8-sig") as handle:
             rows = csv.reader(handle)
             header = next(rows, [])
+            if len(header) == 1 and ";" in header[0]:
+                return separator_hint(pl.DataFrame(schema=header)).removeprefix("; ")
             for row in rows:
                 if len(row) > len(header):
                     return (f"line {rows.line_num} has {len(row)} fields, more than the"

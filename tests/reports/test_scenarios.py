@@ -371,3 +371,12 @@ def test_a_scenario_keeps_the_baselines_serving_stack(catalog):
     old = catalog.deployment("splitwise-70b-h100-tp2")
     swapped = scenario_deployment(catalog, old, Scenario(scenario="h200", description="", gpu="h200-sxm"))
     assert swapped.stack == old.stack == "vllm-2023"
+
+
+def test_a_semicolon_file_with_commas_in_its_prose_is_named_as_such(tmp_path):
+    """A ';'-separated file leaves a comma in a description unquoted: the line overflowed the
+    one-column header and was named as a line with an unquoted comma, not as ';'-separated."""
+    path = _write(tmp_path, ["a;swap to h200, same tp;h200-sxm;;;;;;;;assumption"],
+                  header=";".join(COLUMNS))
+    with pytest.raises(ScenarioError, match="separated by ';': expected commas"):
+        load_scenarios(path)

@@ -661,3 +661,18 @@ def test_a_deployment_row_that_does_not_build_names_its_file_and_row(copied):
     with pytest.raises(CatalogError, match=rf"^{re.escape(str(deployments))}, deployment"
                                            rf" 'seed-example': kv_cache='bf61': expected one of"):
         load_catalog(copied).deployment("seed-example")
+
+
+def test_a_semicolon_file_with_decimal_commas_is_named_as_semicolon_separated(copied):
+    """A spreadsheet in a locale whose decimal mark is the comma saves ';'-separated files with
+    2,70 for 2.70: those commas overflow the one-column header, and the message blamed a comma
+    on line 2 instead of naming the separator."""
+    prices = copied / "prices.csv"
+    rows = list(csv.reader(open(prices, newline="")))
+    with open(prices, "w", newline="") as f:
+        csv.writer(f, delimiter=";").writerows(
+            [[re.sub(r"^(\d+)\.(\d+)$", r"\1,\2", cell) for cell in row] for row in rows])
+    assert "coreweave;on-demand;2,70;" in prices.read_text()
+    with pytest.raises(CatalogError, match=r"prices.csv is not a readable CSV: the file is"
+                                           r" separated by ';': expected commas"):
+        load_catalog(copied)
