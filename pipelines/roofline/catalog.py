@@ -450,7 +450,11 @@ def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:
         buckets = pl.read_csv(file, schema_overrides={"lower": pl.Int64, "upper": pl.Int64})
     except pl.exceptions.PolarsError as exc:
         raise CatalogError(f"shape bucket file {file} is not a readable CSV of whole-number"
-                           f" edges: {exc}") from None
+                           f" edges: {ragged_line(file) or exc}") from None
+    # as load_catalog: "" is empty, and a cleared row or an unnamed empty column is none (they
+    # would reach the warehouse's shape_buckets table)
+    buckets = drop_unnamed_empty_columns(buckets.with_columns(pl.col(pl.String).replace("", None)))
+    buckets = buckets.filter(~pl.all_horizontal(pl.all().is_null()))
     missing = [c for c in SHAPE_BUCKET_COLUMNS if c not in buckets.columns]
     if missing:
         raise CatalogError(f"shape bucket file {file} lacks column(s) {missing}")

@@ -11,9 +11,10 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from pipelines.roofline import CatalogError, load_catalog
-from pipelines.roofline.catalog import TABLES, load_shape_buckets
+from pipelines.roofline.catalog import DEFAULT_REFERENCE_DIR, TABLES, load_shape_buckets
 from pipelines.roofline.deployment import Network
 from pipelines.roofline.step import weight_bytes
 
@@ -676,3 +677,21 @@ def test_a_semicolon_file_with_decimal_commas_is_named_as_semicolon_separated(co
     with pytest.raises(CatalogError, match=r"prices.csv is not a readable CSV: the file is"
                                            r" separated by ';': expected commas"):
         load_catalog(copied)
+
+
+def test_shape_buckets_saved_by_a_spreadsheet_read_as_the_other_catalog_files(tmp_path):
+    """shape_buckets.csv is a data/reference file written to the warehouse like the others:
+    trailing separators, a cleared row and quoted-empty cells are no columns, no row and empty
+    values there too (they reached the shape_buckets table as '', '_duplicated_0' and a row of
+    nulls), and a line with too many fields is named by its line."""
+    shipped = load_shape_buckets()
+    rows = list(csv.reader(open(DEFAULT_REFERENCE_DIR / "shape_buckets.csv", newline="")))
+    with open(tmp_path / "shape_buckets.csv", "w", newline="") as f:
+        csv.writer(f, quoting=csv.QUOTE_ALL).writerows(
+            [[*row, "", ""] for row in rows] + [[""] * (len(rows[0]) + 2)])
+    assert '"",""\n' in (tmp_path / "shape_buckets.csv").read_text()
+    assert_frame_equal(load_shape_buckets(tmp_path), shipped)
+    (tmp_path / "shape_buckets.csv").write_text(BUCKETS.replace("long answer,s", "long, answer,s"))
+    with pytest.raises(CatalogError, match=r"shape_buckets.csv is not a readable CSV of"
+                                           r" whole-number edges: line 5 has 6 fields"):
+        load_shape_buckets(tmp_path)
