@@ -226,6 +226,11 @@ def replay_fleet(
         raise ReplayError(f"bin_s={bin_s!r}: expected a positive number of seconds")
     sched = deployment.scheduler
     hash_tokens = MOONCAKE_HASH_TOKENS if hash_tokens is None else hash_tokens
+    if (isinstance(hash_tokens, bool) or not isinstance(hash_tokens, numbers.Real)
+            or not float(hash_tokens).is_integer()):
+        raise ReplayError(f"hash_tokens={hash_tokens!r}: expected a whole number of prompt tokens"
+                          f" per prefix hash")
+    hash_tokens = int(hash_tokens)   # 256.0 is 256: a float would fail numba's typing
     frame = _validated(requests, deployment)
     if frame.height == 0:
         raise ReplayError("no requests to replay")

@@ -4,6 +4,8 @@ GPU-seconds are conserved, and batching, KV pressure, FCFS and limits behave as 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -461,3 +463,19 @@ def test_decimal_token_counts_replay_as_the_numbers_they_are(seed):
 def test_a_bin_that_is_not_a_positive_number_is_named(seed, bin_s):
     with pytest.raises(ReplayError, match=rf"bin_s={bin_s!r}: expected a positive number"):
         replay_fleet(_requests([0.0], [10], [5]), seed, bin_s=bin_s)
+
+
+def test_tokens_per_prefix_hash_is_a_whole_number(seed):
+    """replay() now takes hash_tokens: a whole float (a pandas column with a gap, a sweep) is
+    the count it says, as Catalog.build takes 32.0; it was a numba TypingError from inside the
+    compiled replay, and text a bare TypeError."""
+    requests = _requests([0.0, 5.0], [1800, 1900], [10, 10]).with_columns(
+        prefix_hashes=pl.Series([[1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 9]], dtype=pl.List(pl.Int64)))
+    assert_frame_equal(replay(requests, seed, hash_tokens=256.0),
+                       replay(requests, seed, hash_tokens=256))
+    assert_frame_equal(replay(requests.drop("prefix_hashes"), seed, hash_tokens=np.float64(512)),
+                       replay(requests.drop("prefix_hashes"), seed))
+    for wrong in ("256", True, math.nan):
+        with pytest.raises(ReplayError, match=rf"hash_tokens={re.escape(repr(wrong))}: expected a"
+                                              r" whole number"):
+            replay(requests, seed, hash_tokens=wrong)
