@@ -111,13 +111,14 @@ def load_scenarios(path: Path) -> list[Scenario]:
     except pl.exceptions.PolarsError as exc:
         raise ScenarioError(f"scenarios file {path} is not a readable CSV: "
                             f"{ragged_line(path) or str(exc).splitlines()[0]}") from None
+    # a cell written "" (quoted) or of spaces only is empty: it keeps the baseline's value (and
+    # a trailing column of such cells is one a spreadsheet added, dropped below)
+    frame = frame.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c)
+                               for c in frame.columns)
     frame = drop_unnamed_empty_columns(frame)
     if set(frame.columns) != set(COLUMNS):
         raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected"
                             f" {list(COLUMNS)}{separator_hint(frame)}")
-    # a cell written "" (quoted) or of spaces only is empty: it keeps the baseline's value
-    frame = frame.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c)
-                               for c in frame.columns)
     _check_whole_numbers(frame, path)
     scenarios = [Scenario(**row) for row in frame.select(
         pl.col(name).str.strip_chars().cast(dtype) if dtype == pl.Int64 else pl.col(name)

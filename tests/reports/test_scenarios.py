@@ -380,3 +380,14 @@ def test_a_semicolon_file_with_commas_in_its_prose_is_named_as_such(tmp_path):
                   header=";".join(COLUMNS))
     with pytest.raises(ScenarioError, match="separated by ';': expected commas"):
         load_scenarios(path)
+
+
+def test_trailing_columns_of_quoted_empty_cells_are_dropped_too(tmp_path):
+    """A tool that quotes every cell saves the trailing separators as "": those columns are as
+    empty as unquoted ones (load_catalog drops them; the scenarios file refused them)."""
+    quoted = [f'"{c}"' for c in [*COLUMNS, "", ""]]
+    path = _write(tmp_path, [",".join(f'"{v}"' for v in ["a", "x", "", "2", *[""] * 6,
+                                                          "assumption", "", ""])],
+                  header=",".join(quoted))
+    [scenario] = load_scenarios(path)
+    assert scenario.tp == 2 and scenario.source == "assumption"
