@@ -451,10 +451,7 @@ def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:
     except pl.exceptions.PolarsError as exc:
         raise CatalogError(f"shape bucket file {file} is not a readable CSV of whole-number"
                            f" edges: {ragged_line(file) or exc}") from None
-    # as load_catalog: "" is empty, and a cleared row or an unnamed empty column is none (they
-    # would reach the warehouse's shape_buckets table)
-    buckets = drop_unnamed_empty_columns(buckets.with_columns(pl.col(pl.String).replace("", None)))
-    buckets = buckets.filter(~pl.all_horizontal(pl.all().is_null()))
+    buckets = as_meant(buckets)   # they would reach the warehouse's shape_buckets table
     missing = [c for c in SHAPE_BUCKET_COLUMNS if c not in buckets.columns]
     if missing:
         raise CatalogError(f"shape bucket file {file} lacks column(s) {missing}")
@@ -546,6 +543,15 @@ def _row_key(rows: pl.DataFrame, file: Path) -> str:
     return " / ".join(str(rows[c][0]) for c in columns)
 
 
+def as_meant(frame: pl.DataFrame) -> pl.DataFrame:
+    """A reference CSV as its author meant it, whatever the spreadsheet that saved it added: a
+    value saved quoted empty ("") is empty, a row of empty cells (a cleared row, ",,,,") is no
+    row, and a column with neither a name nor a value (trailing ",,") is no column; they would
+    otherwise be checked as values, or reach the warehouse tables."""
+    frame = drop_unnamed_empty_columns(frame.with_columns(pl.col(pl.String).replace("", None)))
+    return frame.filter(~pl.all_horizontal(pl.all().is_null()))
+
+
 def drop_unnamed_empty_columns(frame: pl.DataFrame) -> pl.DataFrame:
     """`frame` without the columns a spreadsheet adds by saving trailing separators (",,"): no
     header name and no value. A named column, or one with a value, stays (and is checked)."""
@@ -598,12 +604,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         except pl.exceptions.PolarsError as exc:
             raise CatalogError(f"catalog file {file} is not a readable CSV:"
                                f" {ragged_line(file) or exc}") from None
-        # a value saved quoted empty ("") is empty, a row of empty cells (a spreadsheet's
-        # cleared row, ",,,,") is no row, and so is a column without a name or a value (the
-        # trailing ",," a spreadsheet may save, which would reach the warehouse tables)
-        frame = frames[table].with_columns(pl.col(pl.String).replace("", None))
-        frame = drop_unnamed_empty_columns(frame)
-        frames[table] = frame.filter(~pl.all_horizontal(pl.all().is_null()))
+        frame = frames[table] = as_meant(frames[table])
         missing = [c for c in REQUIRED_COLUMNS[table] if c not in frames[table].columns]
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
