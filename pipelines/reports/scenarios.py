@@ -37,8 +37,8 @@ import polars as pl
 from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.api import STAGE_COLUMNS
 from pipelines.roofline import CatalogError
-from pipelines.roofline.catalog import (Catalog, drop_unnamed_empty_columns, ragged_line,
-                                        separator_hint)
+from pipelines.roofline.catalog import (TENSOR_PARALLEL, Catalog, drop_unnamed_empty_columns,
+                                        ragged_line, separator_hint)
 from pipelines.roofline.caveats import caveat_column
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
@@ -138,6 +138,8 @@ def load_scenarios(path: Path) -> list[Scenario]:
             value = getattr(s, label)
             if value is not None and value < 1:
                 raise ScenarioError(f"{where}: {label}={value}, expected a whole number >= 1")
+        if s.tp is not None and TENSOR_PARALLEL.refuses(s.tp):   # wrong on every baseline
+            raise ScenarioError(f"{where}: tp={s.tp}, expected {TENSOR_PARALLEL.expected}")
         if s.prefix_cache is not None and s.prefix_cache != "off":
             try:
                 share = float(s.prefix_cache)
@@ -230,7 +232,13 @@ def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deploy
                                                               baseline.price_plan):
         whose += (f", the {deployment.gpu.gpu} default in prices.csv: it lists no"
                   f" {deployment.gpu.gpu} from {baseline.price_provider} {baseline.price_plan}")
-    return f"; price ${before:g} → ${after:g} per GPU-hour ({whose})"
+    return f"; price {_usd(before)} → {_usd(after)} per GPU-hour ({whose})"
+
+
+def _usd(price: float) -> str:
+    """A price per GPU-hour as prices.csv gives it, in cents at least: $8.60, $6.155."""
+    cents = f"{price:.2f}"
+    return f"${cents if float(cents) == price else f'{price:.4f}'.rstrip('0')}"
 
 
 def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:

@@ -211,7 +211,9 @@ class Catalog:
                 **{k: v for k, v in overrides.items() if v is not None},
             )
         except CatalogError as exc:
-            raise CatalogError(f"{self.file('deployments')}, deployment {name!r}: {exc}") from None
+            row_named = str(exc).startswith(f"deployment {name!r}")   # build's own messages
+            where = f"{self.file('deployments')}, " + ("" if row_named else f"deployment {name!r}: ")
+            raise CatalogError(f"{where}{exc}") from None
 
     def build(
         self,

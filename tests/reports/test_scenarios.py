@@ -20,6 +20,7 @@ from pipelines.reports.scenarios import (
     ScenarioError,
     ScenarioNotApplicable,
     change_text,
+    price_change_text,
     load_scenarios,
     replay_scenarios,
     scenario_deployment,
@@ -77,6 +78,7 @@ def _write(tmp_path: Path, rows: list[str], header: str = ",".join(COLUMNS)) -> 
     (["a,x,,,,,0,,,,"], "replicas=0"),
     (["a,x,,,,,,,,-5,"], "output_cap=-5"),
     (["a,x,,two,,,,,,,"], "tp='two', expected a whole number >= 1"),        # was the CSV parser's dtype advice
+    (["a,x,,16,,,,,,,assumption"], r"tp=16, expected a whole number in \[1, 8\]"),  # was skipped per baseline
     (["a,x,,,,,,,,,", "b,y,,,,,,0.5,,,"], "line 3: max_seqs='0.5', expected a whole number"),
 ])
 def test_bad_rows_name_the_file_and_line(tmp_path, rows, message):
@@ -391,3 +393,10 @@ def test_trailing_columns_of_quoted_empty_cells_are_dropped_too(tmp_path):
                   header=",".join(quoted))
     [scenario] = load_scenarios(path)
     assert scenario.tp == 2 and scenario.source == "assumption"
+
+
+def test_a_price_in_change_is_written_in_cents_at_least(catalog, baseline):
+    """$8.60, not $8.6; a price given to the tenth of a cent keeps it ($6.155)."""
+    b200 = scenario_deployment(catalog, baseline, Scenario("b200", "d", gpu="b200"))
+    assert price_change_text(catalog, baseline, b200) == (
+        "; price $6.155 → $8.60 per GPU-hour (coreweave on-demand)")

@@ -695,3 +695,15 @@ def test_shape_buckets_saved_by_a_spreadsheet_read_as_the_other_catalog_files(tm
     with pytest.raises(CatalogError, match=r"shape_buckets.csv is not a readable CSV of"
                                            r" whole-number edges: line 5 has 6 fields"):
         load_shape_buckets(tmp_path)
+
+
+def test_a_deployment_whose_weights_leave_no_kv_room_is_named_once(copied):
+    """The file and row are named once, not "deployment 'x': deployment 'x': ..."."""
+    deployments = copied / "deployments.csv"
+    row = "azure-2023-70b-h100,llama-3.1-70b,h100-sxm,current,"
+    deployments.write_text(deployments.read_text().replace(row + "4,", row + "1,"))
+    with pytest.raises(CatalogError) as info:
+        load_catalog(copied).deployment("azure-2023-70b-h100")
+    text = str(info.value)
+    assert text.startswith(f"{deployments}, deployment 'azure-2023-70b-h100': ")
+    assert text.count("deployment 'azure-2023-70b-h100'") == 1
