@@ -87,16 +87,17 @@ class Scenario:
 
 
 def _check_whole_numbers(frame: pl.DataFrame, path: Path) -> None:
-    """ScenarioError naming the line and column of the first count that is not a whole number
-    ('two', '0.5'), instead of the CSV parser's message about dtypes and null_values."""
+    """ScenarioError naming the line (column `line`) and column of the first count that is not
+    a whole number ('two', '0.5'), instead of the CSV parser's message about dtypes and
+    null_values."""
     for name, dtype in COLUMNS.items():
         if dtype != pl.Int64:
             continue
         text = pl.col(name).str.strip_chars()
-        bad = frame.with_row_index("line", offset=2).filter(
+        bad = frame.filter(
             text.is_not_null() & (text != "") & text.cast(pl.Int64, strict=False).is_null())
         if bad.height:
-            line, value = bad.row(0)[0], bad[name][0]
+            line, value = bad["line"][0], bad[name][0]
             raise ScenarioError(f"scenarios file {path}, line {line}: {name}={value!r}, expected a "
                                 f"whole number >= 1")
 
@@ -119,7 +120,12 @@ def load_scenarios(path: Path) -> list[Scenario]:
     if set(frame.columns) != set(COLUMNS):
         raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected"
                             f" {list(COLUMNS)}{separator_hint(frame)}")
+    # each row keeps its line in the file; a row of empty cells (a spreadsheet's cleared row)
+    # is no scenario
+    frame = frame.with_row_index("line", offset=2).filter(
+        ~pl.all_horizontal(pl.col(list(COLUMNS)).is_null()))
     _check_whole_numbers(frame, path)
+    lines = frame["line"].to_list()
     scenarios = [Scenario(**row) for row in frame.select(
         pl.col(name).str.strip_chars().cast(dtype) if dtype == pl.Int64 else pl.col(name)
         for name, dtype in COLUMNS.items()).iter_rows(named=True)]
@@ -127,7 +133,7 @@ def load_scenarios(path: Path) -> list[Scenario]:
         raise ScenarioError(f"scenarios file {path} lists no scenario: expected at least one row "
                             f"(the what_if report compares scenarios with the baseline)")
     names = [s.scenario for s in scenarios]
-    for line, s in enumerate(scenarios, start=2):
+    for line, s in zip(lines, scenarios, strict=True):
         where = f"scenarios file {path}, line {line}"
         if s.scenario is None or not _NAME.match(s.scenario) or s.scenario == "baseline":
             raise ScenarioError(f"{where}: scenario name {s.scenario!r} must be lower-case letters, "

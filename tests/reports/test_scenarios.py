@@ -400,3 +400,17 @@ def test_a_price_in_change_is_written_in_cents_at_least(catalog, baseline):
     b200 = scenario_deployment(catalog, baseline, Scenario("b200", "d", gpu="b200"))
     assert price_change_text(catalog, baseline, b200) == (
         "; price $6.155 → $8.60 per GPU-hour (coreweave on-demand)")
+
+
+def test_a_cleared_row_is_no_scenario_and_later_lines_keep_their_numbers(tmp_path):
+    """A spreadsheet's cleared row (",,,,") was "scenario name None must be ..."; it is skipped,
+    and a problem after it is still named by its own line."""
+    [a, b] = load_scenarios(_write(tmp_path, ["a,x,,2,,,,,,,assumption", ",,,,,,,,,,",
+                                              "b,y,,,,,2,,,,assumption"]))
+    assert (a.scenario, b.scenario) == ("a", "b")
+    with pytest.raises(ScenarioError, match="line 4: replicas='two'"):
+        load_scenarios(_write(tmp_path, ["a,x,,2,,,,,,,assumption", ",,,,,,,,,,",
+                                         "b,y,,,,,two,,,,assumption"]))
+    with pytest.raises(ScenarioError, match="line 4: source is empty"):
+        load_scenarios(_write(tmp_path, ["a,x,,2,,,,,,,assumption", ",,,,,,,,,,",
+                                         "b,y,,,,,2,,,,"]))
