@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipelines.reports.text import summary_lines
+from pipelines.reports.text import ReportTables, headline_facts, summary_lines
 
 
 def _summary(p50_tpot_s, p95_tpot_s) -> pl.DataFrame:
@@ -26,3 +26,43 @@ def test_a_trace_of_one_token_answers_has_no_tpot_and_still_summarises():
 def test_tpot_percentiles_are_in_milliseconds():
     [line] = summary_lines(_summary(0.0123, 0.0456))
     assert "TPOT p50/p95 12.3/45.6 ms;" in line
+
+
+def _tables(what_if: pl.DataFrame, **first_shape) -> ReportTables:
+    """Report tables of a two-shape fleet, with `what_if` and the top shape's stages as given."""
+    shape = {"rank": 1, "shape": "long prompt / one-line answer", "pct_spend": 60.0,
+             "cum_pct_spend": 60.0, "dominant_stage": "decode", "cost_stage": "decode",
+             "lever": "batching", "cost_lever": "batching", **first_shape}
+    other = {"rank": 2, "shape": "short prompt / long answer", "pct_spend": 40.0,
+             "cum_pct_spend": 100.0, "dominant_stage": "decode", "cost_stage": "decode",
+             "lever": "batching", "cost_lever": "batching"}
+    return ReportTables(
+        fleet_summary=pl.DataFrame({"trace": ["all"], "idle_share": [0.3], "spend_usd": [100.0]}),
+        shape_spend=pl.DataFrame([shape, other]),
+        stage_breakdown=pl.DataFrame({"shape": ["all"], "stage": ["decode"], "pct_spend": [80.0]}),
+        what_if=what_if, chargeback=pl.DataFrame(), fleet_timeline_minute=pl.DataFrame())
+
+
+def _what_if(delta_usd: float, delta_fleet_usd: float) -> pl.DataFrame:
+    """One replayed scenario, all shapes: busy spend 100 → 100 + delta_usd over a 1-hour replay."""
+    return pl.DataFrame({
+        "shape": ["all"], "scenario": ["lever"], "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
+        "delta_usd": [delta_usd], "delta_usd_per_day": [24 * delta_usd], "delta_pct": [delta_usd],
+        "delta_p95_ttft_s": [-0.5], "delta_p95_tpot_s": [-0.01], "baseline_p95_ttft_s": [1.5],
+        "p95_ttft_s": [1.0], "baseline_fleet_usd": [150.0], "delta_fleet_usd": [delta_fleet_usd],
+        "skipped": [None]}, schema_overrides={"skipped": pl.Utf8})
+
+
+def test_a_lever_on_the_same_gpus_is_not_called_a_saving_of_the_bill():
+    """Busy-GPU dollars freed on a fleet of the same size are not money saved: the headline says
+    what the fleet itself costs as replayed, and that it must be resized to save them."""
+    [*_, lever] = headline_facts(_tables(_what_if(-8.0, -0.15)))
+    assert "cut busy-GPU spend by $192/day (-8%)" in lever.text
+    assert "what the fleet costs (busy + idle) changes -0.1% as replayed" in lever.text
+    assert "saves busy dollars only once it is resized" in lever.text
+    assert "would save" not in lever.text and "delta_fleet_usd" in lever.source
+
+
+def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
+    [*_, lever] = headline_facts(_tables(_what_if(-30.0, -50.0)))
+    assert "changes -33.3% as replayed" in lever.text and "resized" not in lever.text
