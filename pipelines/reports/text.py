@@ -148,7 +148,7 @@ def what_if_scenarios(what_if: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
 # Table -> the columns headline_facts (and best_scenario) read (pipelines/summary.py checks them).
 HEADLINE_COLUMNS = {
     "stage_breakdown": ("shape", "stage", "pct_spend"),
-    "shape_spend": ("rank", "cum_pct_spend", "shape", "pct_spend", "dominant_stage", "lever"),
+    "shape_spend": ("rank", "cum_pct_spend", "shape", "pct_spend", "cost_stage", "cost_lever"),
     "fleet_summary": ("trace", "idle_share", "spend_usd"),
     "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "delta_pct",
                 "delta_p95_ttft_s", "delta_p95_tpot_s", "baseline_p95_ttft_s", "p95_ttft_s",
@@ -166,10 +166,12 @@ def headline_facts(t: ReportTables) -> list[Fact]:
     facts = [
         Fact(f"Decode owns {decode['pct_spend']:.0f}% of attributed GPU spend",
              "stage_breakdown: shape = 'all', stage = 'decode', pct_spend"),
+        # A sentence on spend names the stage that holds the shape's dollars and what cuts them
+        # (cost_stage, cost_lever), not the stage that holds most of its latency (dominant_stage).
         Fact(f"the top {top3['rank']} of {top.height} request shapes are {top3['cum_pct_spend']:.0f}% of it, "
-             f"led by '{first['shape']}' ({first['pct_spend']:.0f}%, {first['dominant_stage']}-dominated: "
-             f"{first['lever']})",
-             f"shape_spend: rank = {top3['rank']}, cum_pct_spend; rank = 1, pct_spend, dominant_stage, lever"),
+             f"led by '{first['shape']}' ({first['pct_spend']:.0f}%, most of its dollars in "
+             f"{first['cost_stage']}: {first['cost_lever']})",
+             f"shape_spend: rank = {top3['rank']}, cum_pct_spend; rank = 1, pct_spend, cost_stage, cost_lever"),
         Fact(f"idle GPUs are {100 * fleet['idle_share']:.0f}% of the ${fleet['spend_usd']:,.2f} the fleet cost",
              "fleet_summary: trace = 'all', idle_share, spend_usd"),
     ]

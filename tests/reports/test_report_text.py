@@ -66,3 +66,12 @@ def test_a_lever_on_the_same_gpus_is_not_called_a_saving_of_the_bill():
 def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
     [*_, lever] = headline_facts(_tables(_what_if(-30.0, -50.0)))
     assert "changes -33.3% as replayed" in lever.text and "resized" not in lever.text
+
+
+def test_the_headline_names_the_stage_that_holds_the_top_shapes_dollars():
+    """A long prompt with a one-line answer spends most of its time in decode steps but most of its
+    dollars in prefill: the headline, a sentence on spend, names prefill and its lever."""
+    facts = headline_facts(_tables(_what_if(-8.0, -0.15), dominant_stage="decode", lever="batching",
+                                   cost_stage="prefill", cost_lever="prompt/prefix caching"))
+    assert "(60%, most of its dollars in prefill: prompt/prefix caching)" in facts[1].text
+    assert "batching" not in facts[1].text and "cost_stage, cost_lever" in facts[1].source
