@@ -25,7 +25,7 @@ WHAT_IF_COLUMNS = {
     "scenario": "scenario", "change": "what changes", "spend_usd": "busy $",
     "delta_pct": "Δ spend %", "delta_usd_per_day": "Δ $/day", "p95_ttft_s": "p95 TTFT s",
     "delta_p95_ttft_s": "Δ p95 TTFT s", "p95_tpot_s": "p95 TPOT s", "delta_p95_tpot_s": "Δ p95 TPOT s",
-    "delta_fleet_usd": "Δ fleet $",
+    "delta_fleet_usd": "Δ fleet $ (replay)",  # over the replayed span, not per day as Δ $/day is
 }
 CHARGEBACK_COLUMNS = {"dimension": "by", "value": "who", "requests": "requests",
                       "spend_usd": "$", "pct_spend": "% spend",
@@ -132,6 +132,11 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
     return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
 
 
+WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay of the same traces on a "
+                "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales each "
+                "trace's replayed span to a day, Δ fleet $ (replay) is the change of what the fleet costs "
+                "(busy + idle) over the replayed span, not per day. "
+                "Per-shape deltas are in the `what_if` table.")
 SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
 
 
@@ -253,10 +258,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("table", overall, STAGE_COLUMNS),
         ("p", "Queue and network time hold no GPU: GPU time and dollars split into prefill and decode."),
         ("h2", "What would cut it: what-if replays"),
-        ("p", "Each scenario (`data/reference/scenarios.csv`) is a full replay of the same traces on a "
-              "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales each "
-              "trace's replayed span to a day, Δ fleet $ is the change of what the fleet costs (busy + idle). "
-              "Per-shape deltas are in the `what_if` table."),
+        ("p", WHAT_IF_NOTE),
         ("chart", "what_if"),
         ("table", scenarios, WHAT_IF_COLUMNS),
         *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),

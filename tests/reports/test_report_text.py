@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipelines.reports.text import ReportTables, headline_facts, summary_lines
+from pipelines.reports.text import (
+    WHAT_IF_COLUMNS,
+    WHAT_IF_NOTE,
+    ReportTables,
+    headline_facts,
+    summary_lines,
+)
 
 
 def _summary(p50_tpot_s, p95_tpot_s) -> pl.DataFrame:
@@ -75,3 +81,12 @@ def test_the_headline_names_the_stage_that_holds_the_top_shapes_dollars():
                                    cost_stage="prefill", cost_lever="prompt/prefix caching"))
     assert "(60%, most of its dollars in prefill: prompt/prefix caching)" in facts[1].text
     assert "batching" not in facts[1].text and "cost_stage, cost_lever" in facts[1].source
+
+
+def test_the_what_if_table_says_which_dollar_delta_is_per_day():
+    """Δ $/day is per day, Δ fleet $ is over the replayed span (an hour on the demo): side by side,
+    the header and the text under the heading say so, or -708/day and -47.56 read as one period."""
+    assert WHAT_IF_COLUMNS["delta_usd_per_day"] == "Δ $/day"
+    assert WHAT_IF_COLUMNS["delta_fleet_usd"] == "Δ fleet $ (replay)"
+    assert ("Δ fleet $ (replay) is the change of what the fleet costs (busy + idle) over the replayed"
+            " span, not per day") in WHAT_IF_NOTE
