@@ -1,6 +1,8 @@
 -- The fleet's totals per trace and for all traces together (trace = 'all'), baseline scenario:
 -- spend = GPU-seconds attributed to requests + idle GPU-seconds, both priced;
--- mean_batch = sequences per step while a replica is running (idle time excluded).
+-- mean_batch = sequences per step while a replica is running (idle time excluded);
+-- span_s = the replayed span, trace start to the last token (all: the longest trace's), the
+-- period the spend and GPU-hours are over.
 CREATE OR REPLACE TABLE fleet_summary AS
 WITH req AS (
     SELECT
@@ -30,7 +32,8 @@ fleet AS (
         sum(t.idle_gpu_s) AS idle_gpu_s,
         sum(t.idle_gpu_s * dp.usd_per_gpu_hour / 3600) AS idle_usd,
         sum(t.mean_batch * t.bin_s) / nullif(sum(t.busy_share * t.bin_s), 0) AS mean_batch,
-        sum(t.bin_s) / 3600 AS replica_hours
+        sum(t.bin_s) / 3600 AS replica_hours,
+        max(t.bin_start_s + t.bin_s) AS span_s
     FROM fleet_timeline AS t
     JOIN deployment_prices AS dp USING (deployment)
     WHERE t.scenario = 'baseline'
@@ -41,6 +44,7 @@ SELECT
     req.requests,
     req.prompt_tokens,
     req.output_tokens,
+    fleet.span_s,
     fleet.replica_hours,
     (req.attributed_gpu_s + fleet.idle_gpu_s) / 3600 AS gpu_hours,
     req.attributed_usd + fleet.idle_usd AS spend_usd,

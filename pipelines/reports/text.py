@@ -95,7 +95,7 @@ def markdown_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
 
 
 # The fleet_summary columns summary_lines reads (pipelines/summary.py checks a warehouse has them).
-SUMMARY_LINE_COLUMNS = ("trace", "requests", "prompt_tokens", "output_tokens", "gpu_hours", "spend_usd",
+SUMMARY_LINE_COLUMNS = ("trace", "requests", "span_s", "prompt_tokens", "output_tokens", "gpu_hours", "spend_usd",
                         "idle_share", "idle_usd", "p50_ttft_s", "p95_ttft_s", "p50_tpot_s", "p95_tpot_s",
                         "usd_per_1m_output_tokens")
 
@@ -105,7 +105,8 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
     lines = []
     for s in summary.iter_rows(named=True):
         lines.append(
-            f"**{s['trace']}**: {s['requests']:,} requests, {s['prompt_tokens']:,} prompt + "
+            f"**{s['trace']}**: {s['requests']:,} requests over {_duration(s['span_s'])}, "
+            f"{s['prompt_tokens']:,} prompt + "
             f"{s['output_tokens']:,} output tokens; {s['gpu_hours']:,.1f} GPU-hours = "
             f"${s['spend_usd']:,.2f} (idle {100 * s['idle_share']:.1f}% = ${s['idle_usd']:,.2f}); "
             f"TTFT p50/p95 {s['p50_ttft_s']:.3f}/{s['p95_ttft_s']:.3f} s; "
@@ -113,6 +114,15 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
             f"${s['usd_per_1m_output_tokens']:,.2f} per 1M output tokens"
         )
     return lines
+
+
+def _duration(seconds: float) -> str:
+    """A replayed span as a reader takes it in: 57.5 min, 6.2 h, 7.0 days."""
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:,.1f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 86400:,.1f} days"
 
 
 def _tpot_text(p50: float | None, p95: float | None) -> str:

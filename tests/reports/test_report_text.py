@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from pipelines.reports.text import (
     WHAT_IF_COLUMNS,
@@ -15,7 +16,8 @@ from pipelines.reports.text import (
 
 def _summary(p50_tpot_s, p95_tpot_s) -> pl.DataFrame:
     return pl.DataFrame({
-        "trace": ["short"], "requests": [3], "prompt_tokens": [30], "output_tokens": [3],
+        "trace": ["short"], "requests": [3], "span_s": [3450.0], "prompt_tokens": [30],
+        "output_tokens": [3],
         "gpu_hours": [0.1], "spend_usd": [1.0], "idle_share": [0.5], "idle_usd": [0.5],
         "p50_ttft_s": [0.2], "p95_ttft_s": [0.3], "p50_tpot_s": [p50_tpot_s],
         "p95_tpot_s": [p95_tpot_s], "usd_per_1m_output_tokens": [12.5],
@@ -27,6 +29,14 @@ def test_a_trace_of_one_token_answers_has_no_tpot_and_still_summarises():
     percentiles are null; the summary line says so instead of failing."""
     [line] = summary_lines(_summary(None, None))
     assert "TPOT none (one-token answers only);" in line and "$12.50 per 1M output tokens" in line
+
+
+@pytest.mark.parametrize(("span_s", "said"), [(3450.0, "over 57.5 min,"), (6 * 3600.0, "over 6.0 h,"),
+                                               (7 * 86400.0, "over 7.0 days,")])
+def test_a_summary_line_says_the_span_its_dollars_are_over(span_s, said):
+    """"$142.81 the fleet cost" over what? The replayed span (it was not said anywhere)."""
+    [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(span_s=pl.lit(span_s)))
+    assert f"3 requests {said}" in line
 
 
 def test_tpot_percentiles_are_in_milliseconds():
