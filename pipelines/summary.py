@@ -21,10 +21,12 @@ from pipelines.formats.source import trace_files
 from pipelines.reports.text import (
     HEADLINE_COLUMNS,
     REPORT_TABLES,
+    SHAPES_NOTE,
     SHAPE_COLUMNS,
     SKIPPED_INTRO,
     SUMMARY_LINE_COLUMNS,
     WHAT_IF_COLUMNS,
+    WHAT_IF_NOTE,
     ReportTables,
     headline,
     markdown_table,
@@ -163,9 +165,11 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
     print(f"\n== Top {top} request shapes by share of spend ==")
     print(markdown_table(tables.shape_spend.sort("rank").head(top), SHAPES_SHOWN))
+    print(SHAPES_NOTE)
     print("\n== What-if replays (all shapes) ==")
     scenarios, skipped = what_if_scenarios(tables.what_if)
     print(markdown_table(scenarios, WHAT_IFS_SHOWN))
+    print(WHAT_IF_NOTE)
     if skipped:
         print(f"{SKIPPED_INTRO}\n" + "\n".join(f"- {line}" for line in skipped))
     print("\n" + headline(tables))

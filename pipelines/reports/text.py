@@ -142,6 +142,10 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
     return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
 
 
+SHAPES_NOTE = ("Dominant stage: the stage holding most of the shape's latency. Cost stage: prefill or "
+               "decode, whichever holds more of its dollars. Bound: the resource (compute or memory) that "
+               "limited most of its GPU-seconds. "
+               "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above.")
 WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay of the same traces on a "
                 "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales each "
                 "trace's replayed span to a day, Δ fleet $ (replay) is the change of what the fleet costs "
@@ -256,10 +260,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("chart", "pareto"),
         ("chart", "heatmap"),
         ("table", t.shape_spend.sort("rank"), SHAPE_COLUMNS),
-        ("p", "Dominant stage: the stage holding most of the shape's latency. Cost stage: prefill or "
-              "decode, whichever holds more of its dollars. Bound: the resource (compute or memory) that "
-              "limited most of its GPU-seconds. "
-              "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."),
+        ("p", SHAPES_NOTE),
         ("p", "The lever for each stage that dominates a shape here (`shape_spend.lever` for the "
               "dominant stage, `shape_spend.cost_lever` for the cost stage):"),
         ("ul", levers(t.shape_spend)),

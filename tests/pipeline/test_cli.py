@@ -75,6 +75,9 @@ def test_validate_materialize_and_summary(tmp_path):
     assert "- azure-2023-70b-h100: Tensor parallelism 4-8" in out
     assert "== Top 10 request shapes by share of spend ==" in out
     assert "dominant stage" in out and "== What-if replays (all shapes) ==" in out
+    # its terms and periods are said, as in the report: stages, busy vs fleet dollars, the span
+    assert "Dominant stage: the stage holding most" in out and "not per day" in out
+    assert "28,185 requests over 58.5 min" in out
     assert str(tmp_path / "wh" / "fleetspend.duckdb") in out
 
 
