@@ -11,6 +11,7 @@ where a name belongs) and reports each mismatch as a problem line, never a trace
 """
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +20,7 @@ import yaml
 
 from pipelines import settings
 from pipelines.defs.replay.assets import replay_options
-from pipelines.preflight import ConfigurationError, RunChoices, preflight
+from pipelines.preflight import ConfigurationError, RunChoices, _writable_folder, preflight
 from pipelines.roofline.calibration import REQUEST_METRICS
 
 REPLAY_OP = "replayed_fleet"
@@ -100,14 +101,21 @@ def run_choices(run_config) -> RunChoices:
 
 def _setting_problems() -> list[str]:
     """Settings the code location itself reads from the environment: a bad FLEETSPEND_NIGHTLY_CRON
-    stops every dagster command from loading the definitions, so the command names it first."""
+    stops every dagster command from loading the definitions, and a DAGSTER_HOME that cannot be
+    made every command that opens the instance, so the command names them first."""
     from pipelines.defs.schedules import nightly_schedule  # schedules imports this module
 
+    problems = []
     try:
         nightly_schedule(settings.nightly_cron(), settings.warehouse_path())
     except ValueError as exc:
-        return [str(exc)]
-    return []
+        problems.append(str(exc))
+    # Every dagster command after the preflight (cron's `dagster job execute`) stops with a
+    # traceback when DAGSTER_HOME is not an existing folder; made here like the warehouse's.
+    home = os.environ.get("DAGSTER_HOME", "").strip()
+    if home and (problem := _writable_folder(f"DAGSTER_HOME={home}", Path(home).expanduser())):
+        problems.append(problem)
+    return problems
 
 
 def check_run(warehouse: Path, run_config) -> list[str]:

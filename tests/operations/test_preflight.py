@@ -288,3 +288,22 @@ def test_a_dagster_cron_alias_passes_the_preflight(tmp_path, monkeypatch, capsys
     monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "@daily")
     code, out, err = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 0 and "configuration ok" in out and not err
+
+
+def test_a_fresh_dagster_home_is_made_so_the_cron_line_runs(tmp_path, monkeypatch, capsys):
+    """README's cron line exports DAGSTER_HOME=$PWD/.dagster_home, which only `make demo`/`make ui`
+    create: the preflight said "configuration ok" and `dagster job execute` then stopped with a
+    traceback ("$DAGSTER_HOME ... is not a directory or does not exist"). The preflight makes
+    the folder, as it does the warehouse's, or names it when it cannot."""
+    home = tmp_path / "fresh" / ".dagster_home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and "configuration ok" in out and not err
+    assert home.is_dir()
+    with dg.DagsterInstance.get() as instance:   # what `dagster job execute` opens next
+        assert instance.is_persistent
+    (tmp_path / "plain").write_text("")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "plain" / "home"))
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and "Traceback" not in err
+    assert f"- DAGSTER_HOME={tmp_path / 'plain' / 'home'}: {tmp_path / 'plain'} is not a folder" in err
