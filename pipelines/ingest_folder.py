@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.formats import TraceFormatError, read_trace
-from pipelines.formats.common import sha256_of, trace_name
+from pipelines.formats.common import UnknownFormatError, sha256_of, trace_name
 from pipelines.formats.sidecar import canonical, file_options, raw_options, sidecar_of
 from pipelines.ingest_store import forget_file, ingested, record_failures, replace_file
 
@@ -64,7 +64,7 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
                 continue
             result = read_trace(file, **file_options(file))
         except (TraceFormatError, ValueError) as exc:
-            outcome.failed[str(file)] = _with_sidecar(str(exc), file, options)
+            outcome.failed[str(file)] = _with_sidecar(str(exc), file, options, _options_can_fix(exc))
             continue
         except OSError as exc:  # unreadable (permissions, I/O): this file fails alone
             outcome.failed[str(file)] = (f"{exc.filename or file}: cannot be read"
@@ -89,7 +89,21 @@ def _calibration_note(rows: int) -> str:
     return f"; its trace's {rows:,} calibration rows (calibration, calibration_errors) were removed"
 
 
-def _with_sidecar(message: str, file: Path, options: dict) -> str:
-    """`message`, pointing at the file's sidecar where its options came from one."""
+def _options_can_fix(exc: ValueError) -> bool:
+    """Options would read the file: no format was recognised (format= and a column mapping), or
+    the format needs an option (a plain ValueError: e.g. burstgpt-vllm's out_len_per_token)."""
+    return isinstance(exc, UnknownFormatError) or not isinstance(exc, TraceFormatError)
+
+
+def _with_sidecar(message: str, file: Path, options: dict, fixable: bool = False) -> str:
+    """`message`, pointing at the file's sidecar where its options came from one, or, when
+    options would read it and it has none, at where they go: a folder has no format= to pass."""
     sidecar = str(sidecar_of(file))
-    return f"{message} (options from {sidecar})" if options and sidecar not in message else message
+    if sidecar in message:
+        return message
+    if options:
+        return f"{message} (options from {sidecar})"
+    if fixable:
+        return (f"{message} (the folder ingest takes read_trace options, format= included, from a "
+                f"sidecar JSON object {sidecar}; README \"Per-file options\")")
+    return message

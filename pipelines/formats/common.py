@@ -59,6 +59,10 @@ class TraceFormatError(ValueError):
     """The file is not a trace of the expected format; the message names it and what was expected."""
 
 
+class UnknownFormatError(TraceFormatError):
+    """No format could be detected from the content: format= (and its options) can still read it."""
+
+
 @dataclass(frozen=True)
 class Policies:
     """Judgement calls, each an explicit option of `read_trace` with a documented default.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.formats.common import TraceFormatError
+from pipelines.formats.common import UnknownFormatError
 from pipelines.formats.source import PARQUET_MAGIC, head_text
 
 EXPECTED = ("a request log in one of the known formats (Azure LLM, BurstGPT, Mooncake, Vidur, LLMPerf, "
@@ -35,5 +35,5 @@ def detect(plain: Path, shown: Path) -> str:
             return "burstgpt"
         if "arrived_at" in header or "num_prefill_tokens" in header:
             return "vidur"
-    raise TraceFormatError(f"{shown}: cannot tell the log format from its first line {first[:100]!r}; "
-                           f"expected {EXPECTED}")
+    raise UnknownFormatError(f"{shown}: cannot tell the log format from its first line {first[:100]!r}; "
+                             f"expected {EXPECTED}")

@@ -181,3 +181,29 @@ def test_burstgpt_vllm_log_ingests_from_the_folder_with_its_sidecar(inbox, tmp_p
     assert query(warehouse, "SELECT count(*), count(observed_ttft_s) FROM requests") == [(500, 500)]
     assert query(warehouse, "SELECT sum(output_tokens) FROM requests") == \
         [(read_trace(log, out_len_per_token=6.56).requests["output_tokens"].sum(),)]
+
+
+def test_a_file_that_options_would_read_is_told_where_its_sidecar_goes(inbox):
+    """In a folder there is no format= to pass: a log that needs options and has no sidecar
+    (or a misnamed one, silently not read) names the sidecar path the options go in; a file no
+    option can read (empty) is not sent to write one."""
+    from pipelines.formats.source import trace_files
+    from pipelines.ingest_folder import ingest_folder
+    from pipelines.ingest_store import ensure_tables
+
+    (inbox / "team_log.csv").write_text(GENERIC)
+    vllm = {"0": {"event_id": 0, "in_len": 5, "out_len": 13, "first_chunk_time": 0.1,
+                  "total_chunk_time": 1.0, "record_time": 10.0}}
+    (inbox / "detail_log.json").write_text(json.dumps(vllm))
+    (inbox / "detail_log.fleetspend.json").write_text(json.dumps({"out_len_per_token": 6.5}))  # misnamed
+    (inbox / "empty.csv").write_text("")
+    with duckdb.connect() as conn:
+        ensure_tables(conn)
+        failed = ingest_folder(conn, trace_files(inbox)).failed
+    for name, cause in (("team_log.csv", "cannot tell the log format"),
+                        ("detail_log.json", "needs out_len_per_token=")):
+        assert cause in failed[str(inbox / name)]
+        assert failed[str(inbox / name)].endswith(
+            f"(the folder ingest takes read_trace options, format= included, from a sidecar JSON object "
+            f"{inbox / name}.fleetspend.json; README \"Per-file options\")")
+    assert "sidecar" not in failed[str(inbox / "empty.csv")]
