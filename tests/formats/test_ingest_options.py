@@ -4,6 +4,7 @@ identity, and the check that fails while a file of the folder cannot be ingested
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -164,7 +165,9 @@ def test_sensor_asks_for_a_run_when_a_sidecar_changes(inbox):
     assert isinstance(trace_inbox_sensor(context), dg.SkipReason)
 
 
-SHARED_VLLM = Path(__file__).resolve().parents[3] / "shared" / "traces" / "burstgpt-vllm-replay-logs"
+# ../shared/traces/, or where FLEETSPEND_PUBLIC_TRACES says (as in tests/formats/test_public_traces.py)
+SHARED_VLLM = (Path(os.environ.get("FLEETSPEND_PUBLIC_TRACES", Path(__file__).resolve().parents[3] / "shared" / "traces"))
+               / "burstgpt-vllm-replay-logs")
 
 
 @pytest.mark.skipif(not SHARED_VLLM.is_dir(), reason=f"public traces not present at {SHARED_VLLM}")
