@@ -45,7 +45,7 @@ class RunChoices:
     problems: list[str] = field(default_factory=list)
 
 
-def _writable_folder(setting: str, folder: Path) -> str | None:
+def writable_folder(setting: str, folder: Path) -> str | None:
     """None if files can be created in `folder` (made if missing), else why not."""
     existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if existing is None or not existing.is_dir():
@@ -65,9 +65,9 @@ def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path 
     setting = f"FLEETSPEND_WAREHOUSE={warehouse}"
     if warehouse.exists() and not warehouse.is_file():
         yield f"{setting}: exists and is not a file"
-    elif problem := _writable_folder(setting, warehouse.parent):
+    elif problem := writable_folder(setting, warehouse.parent):
         yield problem
-    if reports_dir is not None and (problem := _writable_folder(
+    if reports_dir is not None and (problem := writable_folder(
             f"FLEETSPEND_REPORTS_DIR={reports_dir}", reports_dir)):
         yield problem
     if trace_dir is not None and not trace_dir.is_dir():

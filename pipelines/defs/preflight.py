@@ -20,7 +20,7 @@ import yaml
 
 from pipelines import settings
 from pipelines.defs.replay.assets import replay_options
-from pipelines.preflight import ConfigurationError, RunChoices, _writable_folder, preflight
+from pipelines.preflight import ConfigurationError, RunChoices, writable_folder, preflight
 from pipelines.roofline.calibration import REQUEST_METRICS
 
 REPLAY_OP = "replayed_fleet"
@@ -113,7 +113,7 @@ def _setting_problems() -> list[str]:
     # Every dagster command after the preflight (cron's `dagster job execute`) stops with a
     # traceback when DAGSTER_HOME is not an existing folder; made here like the warehouse's.
     home = os.environ.get("DAGSTER_HOME", "").strip()
-    if home and (problem := _writable_folder(f"DAGSTER_HOME={home}", Path(home).expanduser())):
+    if home and (problem := writable_folder(f"DAGSTER_HOME={home}", Path(home).expanduser())):
         problems.append(problem)
     return problems
 

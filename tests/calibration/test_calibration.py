@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import polars as pl
@@ -20,6 +19,7 @@ from pipelines.roofline.calibration import (
     predict_steps,
     with_parameters,
 )
+from tests.public_traces import SHARED
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BUCKETS = pl.read_csv(Path(__file__).resolve().parents[2] / "data" / "reference" / "shape_buckets.csv")
@@ -111,9 +111,7 @@ def test_unknown_step_kind_is_named(catalog):
         calibrate_steps(catalog.deployment("splitwise-70b-h100-tp2"), steps, BUCKETS)
 
 
-# ../shared/traces/, or where FLEETSPEND_PUBLIC_TRACES says (as in tests/formats/test_public_traces.py)
-SHARED_BURSTGPT = (Path(os.environ.get("FLEETSPEND_PUBLIC_TRACES", Path(__file__).resolve().parents[3] / "shared" / "traces"))
-                   / "burstgpt-vllm-replay-logs")
+SHARED_BURSTGPT = SHARED / "burstgpt-vllm-replay-logs"
 # out_len units per generated token of each run, from its engine log (tests/fixtures/README.md)
 OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}
 

@@ -4,7 +4,6 @@ identity, and the check that fails while a file of the folder cannot be ingested
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest.sensors import trace_inbox_sensor
 from pipelines.formats import read_trace
 from pipelines.formats.sidecar import OptionsError, file_options
+from tests.public_traces import SHARED
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
 GENERIC = "ts,in,out,team\n0.5,100,10,a\n2.0,200,20,b\n1.0,x,30,c\n"
@@ -165,9 +165,7 @@ def test_sensor_asks_for_a_run_when_a_sidecar_changes(inbox):
     assert isinstance(trace_inbox_sensor(context), dg.SkipReason)
 
 
-# ../shared/traces/, or where FLEETSPEND_PUBLIC_TRACES says (as in tests/formats/test_public_traces.py)
-SHARED_VLLM = (Path(os.environ.get("FLEETSPEND_PUBLIC_TRACES", Path(__file__).resolve().parents[3] / "shared" / "traces"))
-               / "burstgpt-vllm-replay-logs")
+SHARED_VLLM = SHARED / "burstgpt-vllm-replay-logs"
 
 
 @pytest.mark.skipif(not SHARED_VLLM.is_dir(), reason=f"public traces not present at {SHARED_VLLM}")

@@ -7,7 +7,6 @@ README) run when that folder is present (FLEETSPEND_PUBLIC_TRACES moves it).
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 
 import polars as pl
@@ -16,10 +15,10 @@ from polars.testing import assert_frame_equal
 
 from pipelines.formats import FORMATS, TraceFormatError, read_trace
 from pipelines.formats.common import REJECTED_SCHEMA, REQUESTS_SCHEMA
+from tests.public_traces import SHARED
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public"
-SHARED = Path(os.environ.get("FLEETSPEND_PUBLIC_TRACES", ROOT.parent / "shared" / "traces"))
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"public traces not present at {SHARED}")
 
 
