@@ -10,6 +10,9 @@
 --   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
 --                      it moves only when the fleet's GPUs, replicas, price or span change
 --   p95_ttft_s, p95_tpot_s and their deltas (scenario - baseline), seconds
+--   worst_trace_delta_p95_ttft_s, worst_trace_delta_p95_tpot_s  ('all' rows) the largest change of
+--                      one trace's own p95 (its service's latency): a pooled p95 can improve while
+--                      one trace's gets worse, and the other way round
 --   skipped            why a scenario was not replayed (it cannot apply to the baseline deployment,
 --                      scenario_fleets.skipped): one 'all' row without figures; null otherwise
 CREATE OR REPLACE TABLE what_if AS
@@ -40,6 +43,20 @@ stats AS (
         quantile_cont(tpot_s, 0.95) AS p95_tpot_s
     FROM both_runs
     GROUP BY GROUPING SETS ((run, shape), (run))
+),
+trace_p95 AS (
+    SELECT run, trace, quantile_cont(ttft_s, 0.95) AS p95_ttft_s, quantile_cont(tpot_s, 0.95) AS p95_tpot_s
+    FROM both_runs
+    GROUP BY run, trace
+),
+worst_trace AS (
+    SELECT
+        r.run,
+        max(r.p95_ttft_s - b.p95_ttft_s) AS worst_trace_delta_p95_ttft_s,
+        max(r.p95_tpot_s - b.p95_tpot_s) AS worst_trace_delta_p95_tpot_s
+    FROM trace_p95 AS r
+    JOIN trace_p95 AS b ON b.run = 'baseline' AND b.trace = r.trace
+    GROUP BY r.run
 ),
 per_day AS (
     SELECT
@@ -91,10 +108,13 @@ SELECT
     b.fleet_spend_usd AS baseline_fleet_usd,
     r.fleet_spend_usd,
     round(r.fleet_spend_usd - b.fleet_spend_usd, 6) AS delta_fleet_usd,
+    w.worst_trace_delta_p95_ttft_s,
+    w.worst_trace_delta_p95_tpot_s,
     d.skipped
 FROM runs AS r
 JOIN runs AS b ON b.run = 'baseline' AND b.shape = r.shape
 JOIN described AS d ON d.scenario = r.run
+LEFT JOIN worst_trace AS w ON w.run = r.run AND r.shape = 'all'
 LEFT JOIN shape_spend AS ss ON ss.shape = r.shape
 )
 SELECT * FROM measured

@@ -135,10 +135,12 @@ def _tpot_text(p50: float | None, p95: float | None) -> str:
 
 def best_scenario(what_if: pl.DataFrame) -> dict | None:
     """The what-if scenario (all shapes) that frees the most busy-GPU dollars per day without
-    making p95 TTFT or p95 TPOT worse, if any does: a saving bought with latency is not a lever
-    the headline should recommend (the table shows those too)."""
+    making any trace's p95 TTFT or p95 TPOT worse, if any does: a saving bought with latency is
+    not a lever the headline should recommend (the table shows those too), and the traces are
+    different services, so a pooled p95 that improves can hide one that gets worse."""
     rows = what_if.filter((pl.col("shape") == "all") & (pl.col("delta_usd_per_day") < 0)
-                          & (pl.col("delta_p95_ttft_s") <= 0) & (pl.col("delta_p95_tpot_s") <= 0))
+                          & (pl.col("worst_trace_delta_p95_ttft_s") <= 0)
+                          & (pl.col("worst_trace_delta_p95_tpot_s") <= 0))
     return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
 
 
@@ -170,8 +172,8 @@ HEADLINE_COLUMNS = {
     "shape_spend": ("rank", "cum_pct_spend", "shape", "pct_spend", "cost_stage", "cost_lever"),
     "fleet_summary": ("trace", "idle_share", "spend_usd"),
     "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "delta_pct",
-                "delta_p95_ttft_s", "delta_p95_tpot_s", "baseline_p95_ttft_s", "p95_ttft_s",
-                "baseline_fleet_usd", "delta_fleet_usd"),
+                "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s",
+                "baseline_p95_ttft_s", "p95_ttft_s", "baseline_fleet_usd", "delta_fleet_usd"),
 }
 
 
@@ -208,7 +210,7 @@ def _lever_fact(best: dict) -> Fact:
     fleet_pct = 100 * best["delta_fleet_usd"] / best["baseline_fleet_usd"]
     resized = best["delta_fleet_usd"] <= best["delta_usd"] / 2  # the fleet keeps half the saving or more
     return Fact(
-        f"the best lever that keeps p95 latency no worse, '{best['scenario']}' ({best['change']}), "
+        f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' ({best['change']}), "
         f"would cut busy-GPU spend by ${-best['delta_usd_per_day']:,.0f}/day ({best['delta_pct']:+.0f}%), "
         f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
         f"(busy + idle) changes {fleet_pct:+.1f}% as replayed"

@@ -191,6 +191,17 @@ def test_what_if(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=5e-7)
 
 
+def test_what_if_worst_trace_deltas_are_each_traces_own(conn):
+    """On 'all' rows the largest change of one trace's own p95 (one trace here: the pooled
+    delta); the shape rows carry none."""
+    rows = conn.sql("SELECT shape, delta_p95_ttft_s, worst_trace_delta_p95_ttft_s,"
+                    " delta_p95_tpot_s, worst_trace_delta_p95_tpot_s FROM what_if"
+                    " WHERE scenario = 's' ORDER BY rank").pl()
+    assert rows["worst_trace_delta_p95_ttft_s"][0] == pytest.approx(rows["delta_p95_ttft_s"][0])
+    assert rows["worst_trace_delta_p95_tpot_s"][0] == pytest.approx(rows["delta_p95_tpot_s"][0])
+    assert rows["worst_trace_delta_p95_ttft_s"][1:].is_null().all()
+
+
 def test_what_if_of_a_scenario_that_changes_nothing_is_zero(conn):
     """A replay that changes nothing can still differ from the baseline in the last bits of its
     sums (here: one request's GPU-seconds two ULPs short); its Δ spend % is 0, as its dollar
