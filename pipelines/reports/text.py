@@ -4,6 +4,8 @@ pipelines/reports/html.py (report.html) render."""
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -76,7 +78,12 @@ def _fmt(value) -> str:
             return "0"
         if abs(value) >= 1000:
             return f"{value:,.0f}"
-        return f"{value:.3g}" if abs(value) < 1 else f"{value:,.2f}"
+        if abs(value) >= 1:
+            return f"{value:,.2f}"
+        # three significant digits, never in exponent form: a rare shape's 3.7e-06 % of requests
+        # reads as 0.0000037
+        decimals = 2 - math.floor(math.log10(abs(value)))
+        return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)

@@ -10,6 +10,7 @@ from pipelines.reports.text import (
     WHAT_IF_NOTE,
     ReportTables,
     headline_facts,
+    _fmt,
     summary_lines,
 )
 
@@ -113,3 +114,9 @@ def test_the_what_if_table_says_which_dollar_delta_is_per_day():
     assert WHAT_IF_COLUMNS["delta_fleet_usd"] == "Δ fleet $ (replay)"
     assert ("Δ fleet $ (replay) is the change of what the fleet costs (busy + idle) over the replayed"
             " span, not per day") in WHAT_IF_NOTE
+
+
+def test_a_small_share_is_written_out_not_in_exponent_form():
+    """A rare shape's % of requests printed as 3.7e-06; three significant digits stay."""
+    assert [_fmt(v) for v in (3.7e-06, 0.011, 0.21, -0.00384, 4.9)] == [
+        "0.0000037", "0.011", "0.21", "-0.00384", "4.90"]
