@@ -8,7 +8,9 @@
 --   (dollar deltas are rounded to a millionth of a dollar and delta_pct to a millionth of a
 --   percentage point: an unchanged fleet's difference of two float sums is 0, not 3e-13)
 --   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
---                      it moves only when the fleet's GPUs, replicas, price or span change
+--                      it moves only when the fleet's GPUs, replicas, price or span change;
+--                      delta_fleet_usd_per_day scales each trace's change to a day as
+--                      delta_usd_per_day does (the bill's change, beside the busy spend's)
 --   p95_ttft_s, p95_tpot_s and their deltas (scenario - baseline), seconds
 --   worst_trace_delta_p95_ttft_s, worst_trace_delta_p95_tpot_s  ('all' rows) the largest change of
 --                      one trace's own p95 (its service's latency): a pooled p95 can improve while
@@ -67,17 +69,24 @@ per_day AS (
     JOIN spans AS sp USING (trace)
     GROUP BY GROUPING SETS ((run, shape), (run))
 ),
-fleet AS (
-    SELECT scenario AS run, sum((gpu_s_attr.gpu_s + f.idle_gpu_s) * f.usd_per_gpu_hour / 3600) AS fleet_spend_usd
+fleet_by_trace AS (
+    SELECT f.scenario AS run, f.trace,
+           (gpu_s_attr.gpu_s + f.idle_gpu_s) * f.usd_per_gpu_hour / 3600 AS fleet_usd
     FROM scenario_fleets AS f
     JOIN (SELECT trace, scenario, sum(gpu_s) AS gpu_s FROM scenario_stages GROUP BY ALL) AS gpu_s_attr
       USING (trace, scenario)
-    GROUP BY scenario
     UNION ALL
-    SELECT 'baseline', spend_usd FROM fleet_summary WHERE trace = 'all'
+    SELECT 'baseline', trace, spend_usd FROM fleet_summary WHERE trace <> 'all'
+),
+fleet AS (
+    SELECT run, sum(fleet_usd) AS fleet_spend_usd, sum(fleet_usd * 86400 / sp.span_s) AS fleet_usd_per_day
+    FROM fleet_by_trace
+    JOIN spans AS sp USING (trace)
+    GROUP BY run
 ),
 runs AS (
-    SELECT st.*, pd.usd_per_day, CASE WHEN st.shape = 'all' THEN fl.fleet_spend_usd END AS fleet_spend_usd
+    SELECT st.*, pd.usd_per_day, CASE WHEN st.shape = 'all' THEN fl.fleet_spend_usd END AS fleet_spend_usd,
+           CASE WHEN st.shape = 'all' THEN fl.fleet_usd_per_day END AS fleet_usd_per_day
     FROM stats AS st
     JOIN per_day AS pd USING (run, shape)
     LEFT JOIN fleet AS fl USING (run)
@@ -108,6 +117,7 @@ SELECT
     b.fleet_spend_usd AS baseline_fleet_usd,
     r.fleet_spend_usd,
     round(r.fleet_spend_usd - b.fleet_spend_usd, 6) AS delta_fleet_usd,
+    round(r.fleet_usd_per_day - b.fleet_usd_per_day, 6) AS delta_fleet_usd_per_day,
     w.worst_trace_delta_p95_ttft_s,
     w.worst_trace_delta_p95_tpot_s,
     d.skipped

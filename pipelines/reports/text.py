@@ -27,7 +27,7 @@ WHAT_IF_COLUMNS = {
     "scenario": "scenario", "change": "what changes", "spend_usd": "busy $",
     "delta_pct": "Δ spend %", "delta_usd_per_day": "Δ $/day", "p95_ttft_s": "p95 TTFT s",
     "delta_p95_ttft_s": "Δ p95 TTFT s", "p95_tpot_s": "p95 TPOT s", "delta_p95_tpot_s": "Δ p95 TPOT s",
-    "delta_fleet_usd": "Δ fleet $ (replay)",  # over the replayed span, not per day as Δ $/day is
+    "delta_fleet_usd_per_day": "Δ fleet $/day",
 }
 CHARGEBACK_COLUMNS = {"dimension": "by", "value": "who", "requests": "requests",
                       "spend_usd": "$", "pct_spend": "% spend",
@@ -157,9 +157,9 @@ SHAPES_NOTE = ("Dominant stage: the stage holding most of the shape's latency. C
                "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above.")
 WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay of the same traces on a "
                 "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales each "
-                "trace's replayed span to a day, Δ fleet $ (replay) is the change of what the fleet costs "
-                "(busy + idle) over the replayed span, not per day. "
-                "Per-shape deltas are in the `what_if` table.")
+                "trace's replayed span to a day, and Δ fleet $/day is the change of what the fleet costs "
+                "(busy + idle) scaled the same way: the bill's change (GPUs × span × price), which busy "
+                "time alone hardly moves. Per-shape deltas are in the `what_if` table.")
 SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
 
 

@@ -76,7 +76,7 @@ def test_validate_materialize_and_summary(tmp_path):
     assert "== Top 10 request shapes by share of spend ==" in out
     assert "dominant stage" in out and "== What-if replays (all shapes) ==" in out
     # its terms and periods are said, as in the report: stages, busy vs fleet dollars, the span
-    assert "Dominant stage: the stage holding most" in out and "not per day" in out
+    assert "Dominant stage: the stage holding most" in out and "Δ fleet $/day is the change" in out
     assert "28,185 requests over 58.5 min" in out
     assert str(tmp_path / "wh" / "fleetspend.duckdb") in out
 

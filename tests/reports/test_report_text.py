@@ -107,13 +107,14 @@ def test_the_headline_names_the_stage_that_holds_the_top_shapes_dollars():
     assert "batching" not in facts[1].text and "cost_stage, cost_lever" in facts[1].source
 
 
-def test_the_what_if_table_says_which_dollar_delta_is_per_day():
-    """Δ $/day is per day, Δ fleet $ is over the replayed span (an hour on the demo): side by side,
-    the header and the text under the heading say so, or -708/day and -47.56 read as one period."""
+def test_the_what_if_table_says_the_bills_change_per_day_beside_the_busy_spends():
+    """Δ $/day (busy spend) and the fleet's change sat side by side in different periods (per day,
+    and over the replay: -708/day beside -47.56); both are per day now, so the bill's change
+    (removing 8 of 24 GPUs: about -1,180/day on the demo) reads against the busy spend's."""
     assert WHAT_IF_COLUMNS["delta_usd_per_day"] == "Δ $/day"
-    assert WHAT_IF_COLUMNS["delta_fleet_usd"] == "Δ fleet $ (replay)"
-    assert ("Δ fleet $ (replay) is the change of what the fleet costs (busy + idle) over the replayed"
-            " span, not per day") in WHAT_IF_NOTE
+    assert WHAT_IF_COLUMNS["delta_fleet_usd_per_day"] == "Δ fleet $/day"
+    assert "delta_fleet_usd" not in WHAT_IF_COLUMNS
+    assert "Δ fleet $/day is the change of what the fleet costs (busy + idle) scaled the same way" in WHAT_IF_NOTE
 
 
 def test_a_small_share_is_written_out_not_in_exponent_form():

@@ -169,7 +169,8 @@ def test_fleet_timeline_minute(conn):
 def test_what_if(conn):
     got = conn.sql(
         "SELECT scenario, rank, shape, baseline_usd, spend_usd, delta_usd, delta_pct,"
-        " delta_usd_per_day, baseline_p95_ttft_s, p95_ttft_s, delta_p95_tpot_s, delta_fleet_usd"
+        " delta_usd_per_day, baseline_p95_ttft_s, p95_ttft_s, delta_p95_tpot_s, delta_fleet_usd,"
+        " delta_fleet_usd_per_day"
         " FROM what_if WHERE scenario = 's' ORDER BY scenario, rank"
     ).pl()
     day = 86400 / 5.1  # the baseline's replayed span is 5.1 s
@@ -186,6 +187,7 @@ def test_what_if(conn):
         "p95_ttft_s": [0.1 + 0.95 * 0.9, 0.1, 1.0],
         "delta_p95_tpot_s": [0.02 - 5.0 / 199, 0.02 - 5.0 / 199, None],
         "delta_fleet_usd": [(5.5 + 4.5) * 0.001 - 0.020, None, None],
+        "delta_fleet_usd_per_day": [((5.5 + 4.5) * 0.001 - 0.020) * day, None, None],
     })
     # dollar deltas are rounded to a millionth of a dollar (sql/what_if.sql)
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=5e-7)
