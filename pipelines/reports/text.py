@@ -76,9 +76,13 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         if value == 0:  # -0.0 included
             return "0"
-        if abs(value) >= 1000:
+        if not math.isfinite(value):  # nan (a 0/0 share), inf: no digits to count
+            return str(value)
+        # the form goes by the value as it will read: 999.999 reads 1,000 (not 1,000.00) and
+        # 0.9995 reads 1.00 (not 1), like 1000.0 and 1.0
+        if abs(float(f"{value:.2f}")) >= 1000:
             return f"{value:,.0f}"
-        if abs(value) >= 1:
+        if abs(float(f"{value:.3g}")) >= 1:
             return f"{value:,.2f}"
         # three significant digits, never in exponent form: a rare shape's 3.7e-06 % of requests
         # reads as 0.0000037

@@ -121,3 +121,12 @@ def test_a_small_share_is_written_out_not_in_exponent_form():
     """A rare shape's % of requests printed as 3.7e-06; three significant digits stay."""
     assert [_fmt(v) for v in (3.7e-06, 0.011, 0.21, -0.00384, 4.9)] == [
         "0.0000037", "0.011", "0.21", "-0.00384", "4.90"]
+
+
+def test_a_cell_reads_in_the_form_of_its_rounded_value():
+    """0.9995 rounds to 1 and reads 1.00 as 1.0 does (it read '1'); 999.999 reads 1,000 as
+    1000.0 does (it read '1,000.00'); a NaN (a 0/0 share) reads nan instead of stopping the
+    report with "cannot convert float NaN to integer"."""
+    assert [_fmt(v) for v in (0.9995, -0.9996, 0.99949, 1.0, 999.999, 999.994, 1000.0)] == [
+        "1.00", "-1.00", "0.999", "1.00", "1,000", "999.99", "1,000"]
+    assert [_fmt(v) for v in (float("nan"), float("inf"), 1e-12)] == ["nan", "inf", "0.000000000001"]
