@@ -242,9 +242,10 @@ def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deploy
 
 
 def _usd(price: float) -> str:
-    """A price per GPU-hour as prices.csv gives it, in cents at least: $8.60, $6.155."""
-    cents = f"{price:.2f}"
-    return f"${cents if float(cents) == price else f'{price:.4f}'.rstrip('0')}"
+    """A price per GPU-hour as prices.csv gives it, in cents at least: $8.60, $6.155; up to a
+    hundredth of a cent ($8.00001 is $8.00, not '$8.')."""
+    decimals = len(f"{price:.4f}".rstrip("0").partition(".")[2])
+    return f"${price:.{max(decimals, 2)}f}"
 
 
 def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:

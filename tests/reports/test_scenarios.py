@@ -414,3 +414,11 @@ def test_a_cleared_row_is_no_scenario_and_later_lines_keep_their_numbers(tmp_pat
     with pytest.raises(ScenarioError, match="line 4: source is empty"):
         load_scenarios(_write(tmp_path, ["a,x,,2,,,,,,,assumption", ",,,,,,,,,,",
                                          "b,y,,,,,2,,,,"]))
+
+
+def test_a_price_past_a_hundredth_of_a_cent_still_reads_in_cents():
+    """A price of more than four decimals read '$8.' (its four decimals stripped of zeros)."""
+    from pipelines.reports.scenarios import _usd
+
+    assert [_usd(p) for p in (8.6, 6.155, 10, 8.00001, 0.7992, 2.123456)] == [
+        "$8.60", "$6.155", "$10.00", "$8.00", "$0.7992", "$2.1235"]
