@@ -112,8 +112,12 @@ def _setting_problems() -> list[str]:
         problems.append(str(exc))
     # Every dagster command after the preflight (cron's `dagster job execute`) stops with a
     # traceback when DAGSTER_HOME is not an existing folder; made here like the warehouse's.
+    # Dagster also refuses a relative one ("must be an absolute path"), whichever folder it names.
     home = os.environ.get("DAGSTER_HOME", "").strip()
-    if home and (problem := writable_folder(f"DAGSTER_HOME={home}", Path(home).expanduser())):
+    if home and not Path(home).expanduser().is_absolute():
+        problems.append(f"DAGSTER_HOME={home}: a relative path; expected an absolute one, as Dagster"
+                        f" requires (e.g. DAGSTER_HOME=$PWD/{home})")
+    elif home and (problem := writable_folder(f"DAGSTER_HOME={home}", Path(home).expanduser())):
         problems.append(problem)
     return problems
 

@@ -307,3 +307,15 @@ def test_a_fresh_dagster_home_is_made_so_the_cron_line_runs(tmp_path, monkeypatc
     code, _, err = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 2 and "Traceback" not in err
     assert f"- DAGSTER_HOME={tmp_path / 'plain' / 'home'}: {tmp_path / 'plain'} is not a folder" in err
+
+
+def test_a_relative_dagster_home_is_named_before_dagster_refuses_it(tmp_path, monkeypatch, capsys):
+    """DAGSTER_HOME=.dagster_home: the preflight made the folder and said "configuration ok",
+    and `dagster job execute` then stopped with "$DAGSTER_HOME ... must be an absolute path"."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", ".dagster_home")
+    with pytest.raises(dg.DagsterInvariantViolationError, match="absolute path"):
+        dg.DagsterInstance.get()   # what `dagster job execute` opens next
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and "Traceback" not in err
+    assert "- DAGSTER_HOME=.dagster_home: a relative path; expected an absolute one" in err
