@@ -151,7 +151,9 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
     different services, so a pooled p95 that improves can hide one that gets worse."""
     rows = what_if.filter((pl.col("shape") == "all") & (pl.col("delta_usd_per_day") < 0)
                           & (pl.col("worst_trace_delta_p95_ttft_s") <= 0)
-                          & (pl.col("worst_trace_delta_p95_tpot_s") <= 0))
+                          # null where no trace has a token interval (one-token answers only,
+                          # e.g. a classifier's log): no TPOT to make worse
+                          & (pl.col("worst_trace_delta_p95_tpot_s").fill_null(0) <= 0))
     return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
 
 

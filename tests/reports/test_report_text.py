@@ -130,3 +130,12 @@ def test_a_cell_reads_in_the_form_of_its_rounded_value():
     assert [_fmt(v) for v in (0.9995, -0.9996, 0.99949, 1.0, 999.999, 999.994, 1000.0)] == [
         "1.00", "-1.00", "0.999", "1.00", "1,000", "999.99", "1,000"]
     assert [_fmt(v) for v in (float("nan"), float("inf"), 1e-12)] == ["nan", "inf", "0.000000000001"]
+
+
+def test_a_fleet_of_one_token_answers_still_gets_a_lever():
+    """Every answer one token long (a classifier's log): no trace has a p95 TPOT, so its worst
+    change is null; that is no TPOT made worse, and the lever is still the headline's."""
+    what_if = _what_if(-8.0, -0.15).with_columns(
+        worst_trace_delta_p95_tpot_s=pl.lit(None, pl.Float64), delta_p95_tpot_s=pl.lit(None, pl.Float64))
+    [*_, lever] = headline_facts(_tables(what_if))
+    assert "the best lever that keeps every trace's p95 latency no worse, 'lever'" in lever.text
