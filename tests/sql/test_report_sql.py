@@ -219,3 +219,32 @@ def test_what_if_of_a_scenario_that_changes_nothing_is_zero(conn):
     assert rows["delta_pct"].to_list() == [0.0] and rows["delta_usd"].to_list() == [0.0]
     assert "| s | 0.011 | 0 | 0 |" in markdown_table(rows, WHAT_IF_COLUMNS).replace(
         f"| {rows['change'][0]} ", "")
+
+
+def test_what_if_worst_trace_delta_is_one_traces_own_when_the_pooled_p95_improves(conn):
+    """Two traces (two services): the scenario makes u's first tokens slower while t's get much
+    faster, so the pooled p95 TTFT improves; worst_trace_delta_p95_ttft_s is u's own change,
+    not the pooled one (with one trace the two were the same, and a test could not tell)."""
+    conn.execute("INSERT INTO request_stages BY NAME SELECT 'u' AS trace, scenario, deployment,"
+                 " 'u' || request_id AS request_id, arrival_s, prompt_tokens, output_tokens, queue_s,"
+                 " prefill_s, decode_s, network_s, CASE request_id WHEN 'a' THEN 0.2 ELSE 0.3 END AS ttft_s,"
+                 " tpot_s, e2e_s, preemptions, prefill_gpu_s, decode_gpu_s, gpu_s, compute_gpu_s,"
+                 " finished_s, bound FROM request_stages WHERE trace = 't'")
+    conn.execute("INSERT INTO fleet_timeline BY NAME SELECT 'u' AS trace, * EXCLUDE (trace)"
+                 " FROM fleet_timeline WHERE trace = 't'")
+    conn.execute("INSERT INTO requests BY NAME SELECT 'u' AS trace, 'u' || request_id AS request_id,"
+                 " * EXCLUDE (trace, request_id) FROM requests WHERE trace = 't'")
+    conn.execute("INSERT INTO scenario_stages BY NAME SELECT 'u' AS trace, scenario, deployment,"
+                 " 'u' || request_id AS request_id, gpu_s,"
+                 " CASE request_id WHEN 'a' THEN 0.4 ELSE 0.5 END AS ttft_s, tpot_s"
+                 " FROM scenario_stages WHERE trace = 't'")
+    conn.execute("INSERT INTO scenario_fleets BY NAME SELECT 'u' AS trace, * EXCLUDE (trace)"
+                 " FROM scenario_fleets WHERE trace = 't'")
+    for table in SQL_TABLES:
+        for step in table.steps:
+            run_sql(conn, step)
+    row = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl().row(0, named=True)
+    pooled = (0.5 + 0.85 * 0.5) - (0.3 + 0.85 * 1.25)   # p95 of 4 TTFTs: 1.3625 → 0.925 s
+    assert row["delta_p95_ttft_s"] == pytest.approx(pooled) and pooled < 0
+    assert row["worst_trace_delta_p95_ttft_s"] == pytest.approx((0.4 + 0.95 * 0.1) - (0.2 + 0.95 * 0.1))
+    assert row["requests"] == 4 and conn.execute("SELECT count(*) FROM what_if WHERE scenario = 'k'").fetchone() == (1,)
