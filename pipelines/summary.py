@@ -21,9 +21,10 @@ from pipelines.formats.source import trace_files
 from pipelines.reports.text import (
     HEADLINE_COLUMNS,
     REPORT_TABLES,
-    SHAPES_NOTE,
     SHAPE_COLUMNS,
     SKIPPED_INTRO,
+    SPEND_NOTE,
+    STAGES_NOTE,
     SUMMARY_LINE_COLUMNS,
     WHAT_IF_COLUMNS,
     WHAT_IF_NOTE,
@@ -165,7 +166,7 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
     print(f"\n== Top {top} request shapes by share of spend ==")
     print(markdown_table(tables.shape_spend.sort("rank").head(top), SHAPES_SHOWN))
-    print(SHAPES_NOTE)
+    print(STAGES_NOTE + SPEND_NOTE)   # the summary's table has no `bound` column
     print("\n== What-if replays (all shapes) ==")
     scenarios, skipped = what_if_scenarios(tables.what_if)
     print(markdown_table(scenarios, WHAT_IFS_SHOWN))

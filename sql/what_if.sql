@@ -9,8 +9,8 @@
 --   percentage point: an unchanged fleet's difference of two float sums is 0, not 3e-13)
 --   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
 --                      it moves only when the fleet's GPUs, replicas, price or span change;
---                      delta_fleet_usd_per_day scales each trace's change to a day as
---                      delta_usd_per_day does (the bill's change, beside the busy spend's)
+--                      delta_fleet_usd_per_day is the change of its cost per day (each run's
+--                      fleet dollars over its own span: the bill's change, beside the busy spend's)
 --   p95_ttft_s, p95_tpot_s and their deltas (scenario - baseline), seconds
 --   worst_trace_delta_p95_ttft_s, worst_trace_delta_p95_tpot_s  ('all' rows) the largest change of
 --                      one trace's own p95 (its service's latency): a pooled p95 can improve while
@@ -69,19 +69,23 @@ per_day AS (
     JOIN spans AS sp USING (trace)
     GROUP BY GROUPING SETS ((run, shape), (run))
 ),
+-- What each run's fleet costs per trace over its own span: a fleet's cost per day is its GPUs x
+-- price (busy or idle), so it is scaled by the run's own span, not the baseline's (a replay that
+-- ends 6 s sooner on the same GPUs does not cut the bill).
 fleet_by_trace AS (
-    SELECT f.scenario AS run, f.trace,
+    SELECT f.scenario AS run, f.trace, f.span_s,
            (gpu_s_attr.gpu_s + f.idle_gpu_s) * f.usd_per_gpu_hour / 3600 AS fleet_usd
     FROM scenario_fleets AS f
     JOIN (SELECT trace, scenario, sum(gpu_s) AS gpu_s FROM scenario_stages GROUP BY ALL) AS gpu_s_attr
       USING (trace, scenario)
     UNION ALL
-    SELECT 'baseline', trace, spend_usd FROM fleet_summary WHERE trace <> 'all'
+    SELECT 'baseline', fs.trace, sp.span_s, fs.spend_usd
+    FROM fleet_summary AS fs
+    JOIN spans AS sp USING (trace)
 ),
 fleet AS (
-    SELECT run, sum(fleet_usd) AS fleet_spend_usd, sum(fleet_usd * 86400 / sp.span_s) AS fleet_usd_per_day
+    SELECT run, sum(fleet_usd) AS fleet_spend_usd, sum(fleet_usd * 86400 / span_s) AS fleet_usd_per_day
     FROM fleet_by_trace
-    JOIN spans AS sp USING (trace)
     GROUP BY run
 ),
 runs AS (

@@ -105,6 +105,12 @@ def test_what_if_levers_point_the_right_way(demo_conn):
     assert abs(rows["fp8"]) < 0.01 * scalar(demo_conn, "SELECT spend_usd FROM fleet_summary WHERE trace = 'all'")
     fp8 = demo_conn.sql("FROM what_if WHERE scenario = 'fp8' AND shape = 'all'").pl().row(0, named=True)
     assert fp8["delta_usd"] < 0 and fp8["delta_p95_tpot_s"] < 0
+    # The bill per day is GPUs x price: 8 of 24 GPUs fewer at $6.155 is -$1,181.76/day, and a lever
+    # on the same GPUs changes it by nothing, however much sooner its replay ends.
+    per_day = dict(demo_conn.sql("SELECT scenario, delta_fleet_usd_per_day FROM what_if"
+                                 " WHERE shape = 'all'").fetchall())
+    assert per_day["replicas-2"] == pytest.approx(-8 * 6.155 * 24, rel=1e-6)
+    assert per_day["fp8"] == pytest.approx(0, abs=1e-6) and per_day["tp2-fp8"] == pytest.approx(0, abs=1e-6)
 
 
 def test_chargeback_is_empty_for_the_azure_samples(demo_conn):

@@ -114,7 +114,7 @@ def test_the_what_if_table_says_the_bills_change_per_day_beside_the_busy_spends(
     assert WHAT_IF_COLUMNS["delta_usd_per_day"] == "Δ $/day"
     assert WHAT_IF_COLUMNS["delta_fleet_usd_per_day"] == "Δ fleet $/day"
     assert "delta_fleet_usd" not in WHAT_IF_COLUMNS
-    assert "Δ fleet $/day is the change of what the fleet costs (busy + idle) scaled the same way" in WHAT_IF_NOTE
+    assert "Δ fleet $/day is the change of what the fleet costs (busy + idle) per day" in WHAT_IF_NOTE
 
 
 def test_a_small_share_is_written_out_not_in_exponent_form():

@@ -56,7 +56,8 @@ def conn():
             "trace": ["t", "t"], "scenario": ["s", "k"], "description": ["half", "fp8"],
             "change": ["replicas 2 → 1", "weights bf16 → fp8"],
             "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
-            "idle_gpu_s": [4.5, None], "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
+            "idle_gpu_s": [4.5, None], "span_s": [5.1, None],
+            "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
         for table in SQL_TABLES:  # the report assets' steps, in the order the bench runs them
             for step in table.steps:
                 run_sql(c, step)
