@@ -187,7 +187,7 @@ HEADLINE_COLUMNS = {
     "fleet_summary": ("trace", "idle_share", "spend_usd"),
     "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "delta_pct",
                 "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s",
-                "baseline_p95_ttft_s", "p95_ttft_s", "baseline_fleet_usd", "delta_fleet_usd"),
+                "baseline_p95_ttft_s", "p95_ttft_s", "delta_fleet_usd_per_day"),
 }
 
 
@@ -217,20 +217,21 @@ def headline_facts(t: ReportTables) -> list[Fact]:
 
 
 def _lever_fact(best: dict) -> Fact:
-    """The best lever: the busy-GPU dollars it frees, and what the fleet (busy + idle) costs as
-    replayed. Busy dollars are money saved only once the fleet is resized (README "What-if
+    """The best lever: the busy-GPU dollars it frees, and what the fleet (busy + idle) costs per
+    day. Busy dollars are money saved only once the fleet is resized (README "What-if
     scenarios"): a lever that frees them on a fleet of the same GPUs says so, so that its $/day
     is not read as a cut of the bill."""
-    fleet_pct = 100 * best["delta_fleet_usd"] / best["baseline_fleet_usd"]
-    resized = best["delta_fleet_usd"] <= best["delta_usd"] / 2  # the fleet keeps half the saving or more
+    bill = best["delta_fleet_usd_per_day"]
+    resized = bill <= best["delta_usd_per_day"] / 2  # the bill keeps half the busy saving or more
+    bill_text = f"-${-bill:,.0f}" if round(bill) < 0 else f"+${bill:,.0f}"
     return Fact(
         f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' ({best['change']}), "
         f"would cut busy-GPU spend by ${-best['delta_usd_per_day']:,.0f}/day ({best['delta_pct']:+.0f}%), "
         f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
-        f"(busy + idle) changes {fleet_pct:+.1f}% as replayed"
+        f"(busy + idle) changes by {bill_text}/day"
         + ("" if resized else ": a fleet of fixed size saves busy dollars only once it is resized"),
         f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day, delta_pct, p95_ttft_s,"
-        f" delta_fleet_usd / baseline_fleet_usd")
+        f" delta_fleet_usd_per_day")
 
 
 def headline(t: ReportTables) -> str:

@@ -62,13 +62,15 @@ def _tables(what_if: pl.DataFrame, **first_shape) -> ReportTables:
 
 def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float = -0.1,
              scenario: str = "lever") -> pl.DataFrame:
-    """One replayed scenario, all shapes: busy spend 100 → 100 + delta_usd over a 1-hour replay;
-    pooled p95 TTFT 1.5 → 1.0 s, the worst trace's own p95 TTFT changing by worst_trace_ttft."""
+    """One replayed scenario, all shapes: busy spend 100 → 100 + delta_usd over a 1-hour replay,
+    the fleet's cost changing by delta_fleet_usd over it (24 x that per day); pooled p95 TTFT
+    1.5 → 1.0 s, the worst trace's own p95 TTFT changing by worst_trace_ttft."""
     return pl.DataFrame({
         "shape": ["all"], "scenario": [scenario], "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
         "delta_usd": [delta_usd], "delta_usd_per_day": [24 * delta_usd], "delta_pct": [delta_usd],
         "delta_p95_ttft_s": [-0.5], "delta_p95_tpot_s": [-0.01], "baseline_p95_ttft_s": [1.5],
         "p95_ttft_s": [1.0], "baseline_fleet_usd": [150.0], "delta_fleet_usd": [delta_fleet_usd],
+        "delta_fleet_usd_per_day": [24 * delta_fleet_usd],
         "worst_trace_delta_p95_ttft_s": [worst_trace_ttft], "worst_trace_delta_p95_tpot_s": [-0.01],
         "skipped": [None]}, schema_overrides={"skipped": pl.Utf8})
 
@@ -85,17 +87,17 @@ def test_a_lever_that_makes_one_traces_p95_worse_is_not_the_headlines():
 
 def test_a_lever_on_the_same_gpus_is_not_called_a_saving_of_the_bill():
     """Busy-GPU dollars freed on a fleet of the same size are not money saved: the headline says
-    what the fleet itself costs as replayed, and that it must be resized to save them."""
-    [*_, lever] = headline_facts(_tables(_what_if(-8.0, -0.15)))
+    what the fleet itself costs per day, and that it must be resized to save them."""
+    [*_, lever] = headline_facts(_tables(_what_if(-8.0, 0.0)))
     assert "cut busy-GPU spend by $192/day (-8%)" in lever.text
-    assert "what the fleet costs (busy + idle) changes -0.1% as replayed" in lever.text
+    assert "what the fleet costs (busy + idle) changes by +$0/day" in lever.text
     assert "saves busy dollars only once it is resized" in lever.text
-    assert "would save" not in lever.text and "delta_fleet_usd" in lever.source
+    assert "would save" not in lever.text and "delta_fleet_usd_per_day" in lever.source
 
 
 def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
     [*_, lever] = headline_facts(_tables(_what_if(-30.0, -50.0)))
-    assert "changes -33.3% as replayed" in lever.text and "resized" not in lever.text
+    assert "changes by -$1,200/day" in lever.text and "resized" not in lever.text
 
 
 def test_the_headline_names_the_stage_that_holds_the_top_shapes_dollars():
