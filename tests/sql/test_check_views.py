@@ -30,7 +30,8 @@ def test_scenario_coverage_counts_missing_and_extra_rows_per_scenario(tmp_path):
 
 def test_negative_stages_lists_the_impossible_rows(tmp_path):
     path = str(tmp_path / "w.duckdb")
-    stages = pl.DataFrame({"request_id": ["ok", "neg", "no_e2e"], "queue_s": [0.0, -1e-9, 0.0],
+    stages = pl.DataFrame({"trace": ["t"] * 3, "scenario": ["baseline"] * 3,
+                           "request_id": ["ok", "neg", "no_e2e"], "queue_s": [0.0, -1e-9, 0.0],
                            "prefill_s": [0.1] * 3, "decode_s": [1.0] * 3, "network_s": [0.0] * 3,
                            "prefill_gpu_s": [0.4] * 3, "decode_gpu_s": [4.0] * 3,
                            "e2e_s": [1.1, 1.1, None]})

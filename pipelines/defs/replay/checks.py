@@ -1,26 +1,51 @@
-"""Replay invariants: stages are non-negative, TTFT covers prefill, GPU-seconds are conserved."""
+"""Replay invariants: stages are non-negative, TTFT covers prefill, GPU-seconds are conserved.
+
+A failed check stops the run, which then publishes nothing: the offending rows exist only in the
+run's discarded working copy, so a failure names them itself (its description, one line in the
+run log, and `bad_requests`, the first few rows)."""
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from pipelines.reports.text import markdown_table
 from pipelines.warehouse import run_sql, scalar
 
 CONSERVATION_TOLERANCE = 1e-9
+SHOWN = 5
+
+
+def _bad_rows(conn, source: str, columns: str, what: str) -> dg.AssetCheckResult:
+    """Pass when `source` (a view or a filtered table) has no row; else name the first few."""
+    bad = scalar(conn, f"SELECT count(*) FROM {source}")
+    if bad == 0:
+        return dg.AssetCheckResult(passed=True, metadata={"bad_rows": 0})
+    rows = conn.sql(f"SELECT {columns} FROM {source} ORDER BY trace, request_id LIMIT {SHOWN}").pl()
+    first = rows.row(0, named=True)
+    return dg.AssetCheckResult(
+        passed=False,
+        description=f"{bad:,} replayed request(s) {what}, first {first['trace']} {first['request_id']}",
+        metadata={"bad_rows": bad,
+                  "bad_requests": dg.MetadataValue.md(markdown_table(rows, {c: c for c in rows.columns}))})
 
 
 @dg.asset_check(asset="request_stages", blocking=True)
 def no_negative_stage(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """No replayed request has a negative stage or GPU time, or no end-to-end time."""
     with duckdb.get_connection() as conn:
         run_sql(conn, "negative_stages")
-        bad = scalar(conn, "SELECT count(*) FROM negative_stages")
-    return dg.AssetCheckResult(passed=bad == 0, metadata={"bad_rows": bad})
+        return _bad_rows(conn, "negative_stages",
+                         "trace, scenario, request_id, queue_s, prefill_s, decode_s, network_s, "
+                         "prefill_gpu_s, decode_gpu_s, e2e_s",
+                         "with a negative stage or GPU time, or no end-to-end time")
 
 
 @dg.asset_check(asset="request_stages", blocking=True)
 def ttft_covers_prefill(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """Every replayed request's time to first token is at least its prefill time."""
     with duckdb.get_connection() as conn:
-        bad = scalar(conn, "SELECT count(*) FROM request_stages WHERE ttft_s < prefill_s")
-    return dg.AssetCheckResult(passed=bad == 0, metadata={"bad_rows": bad})
+        return _bad_rows(conn, "(FROM request_stages WHERE ttft_s < prefill_s)",
+                         "trace, scenario, request_id, ttft_s, prefill_s",
+                         "with a TTFT shorter than their prefill")
 
 
 @dg.asset_check(asset="request_stages", blocking=True, additional_deps=["fleet_timeline", "roofline"])
@@ -30,8 +55,23 @@ def gpu_seconds_conserved(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         run_sql(conn, "gpu_conservation")
         worst = scalar(conn, "SELECT max(abs(relative_error)) FROM gpu_conservation")
         fleets = scalar(conn, "SELECT count(*) FROM gpu_conservation")
+        row = conn.execute("SELECT trace, scenario, printf('%,.1f', attributed_gpu_s + idle_gpu_s),"
+                           " printf('%,.1f', capacity_gpu_s), printf('%.3g', relative_error)"
+                           " FROM gpu_conservation ORDER BY abs(relative_error) DESC NULLS FIRST"
+                           " LIMIT 1").fetchall()
+    passed = worst is not None and worst <= CONSERVATION_TOLERANCE
+    if passed:
+        description = None
+    elif not row:
+        description = ("no fleet to check: request_stages and fleet_timeline share no"
+                       " (trace, scenario, deployment), or the deployment is not in roofline")
+    else:
+        trace, scenario, accounted, capacity, error = row[0]
+        description = (f"{trace} ({scenario}): attributed + idle = {accounted} GPU-s, but the"
+                       f" fleet had {capacity} GPU-s (relative error {error}, tolerance"
+                       f" {CONSERVATION_TOLERANCE:g})")
     return dg.AssetCheckResult(
-        passed=worst is not None and worst <= CONSERVATION_TOLERANCE,
+        passed=passed, description=description,
         metadata={"fleets": fleets, "worst_relative_error": float(worst or 0.0),
                   "tolerance": CONSERVATION_TOLERANCE},
     )
