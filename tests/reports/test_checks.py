@@ -38,3 +38,19 @@ def test_a_gap_in_the_buckets_fails(warehouse):
     with duckdb.connect(str(warehouse)) as conn:
         conn.execute("DELETE FROM shape_spend WHERE shape = 'b'")
     assert not _passed(every_request_has_a_shape, warehouse)
+
+
+def test_a_failure_says_why_in_one_line(warehouse):
+    """A failed blocking check stops the run, which publishes nothing: its description (printed in
+    the run log) is what says which counts disagree."""
+    resource = DuckDBResource(database=str(warehouse))
+    assert every_request_has_a_shape(duckdb=resource).description is None
+    assert every_scenario_replays_every_request(duckdb=resource).description is None
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("DELETE FROM shape_spend WHERE shape = 'b'")
+        conn.execute("UPDATE scenario_stages SET request_id = '3' WHERE scenario = 'y' AND request_id = '2'")
+    assert every_request_has_a_shape(duckdb=resource).description == (
+        "shape_spend counts 2 requests of the baseline's 3: the shape_buckets.csv edges leave a gap"
+        " or overlap")
+    assert every_scenario_replays_every_request(duckdb=resource).description == (
+        "y: 1 baseline request(s) missing, 1 extra")

@@ -13,7 +13,10 @@ def every_request_has_a_shape(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     with duckdb.get_connection() as conn:
         shaped = scalar(conn, "SELECT coalesce(sum(requests), 0)::BIGINT FROM shape_spend")
         costed = scalar(conn, "SELECT count(*) FROM request_costs WHERE scenario = 'baseline'")
-    return dg.AssetCheckResult(passed=shaped == costed,
+    description = None if shaped == costed else (
+        f"shape_spend counts {shaped:,} requests of the baseline's {costed:,}: the shape_buckets.csv"
+        f" edges leave a gap or overlap")
+    return dg.AssetCheckResult(passed=shaped == costed, description=description,
                                metadata={"requests_in_shapes": shaped, "baseline_requests": costed})
 
 
@@ -24,5 +27,9 @@ def every_scenario_replays_every_request(duckdb: DuckDBResource) -> dg.AssetChec
         run_sql(conn, "scenario_coverage")
         missing = scalar(conn, "SELECT coalesce(sum(missing_rows), 0)::BIGINT FROM scenario_coverage")
         extra = scalar(conn, "SELECT coalesce(sum(extra_rows), 0)::BIGINT FROM scenario_coverage")
-    return dg.AssetCheckResult(passed=missing == 0 and extra == 0,
+        off = conn.execute("SELECT scenario, missing_rows, extra_rows FROM scenario_coverage"
+                           " WHERE missing_rows > 0 OR extra_rows > 0 ORDER BY scenario").fetchall()
+    description = "; ".join(f"{name}: {m:,} baseline request(s) missing, {e:,} extra"
+                            for name, m, e in off) or None
+    return dg.AssetCheckResult(passed=missing == 0 and extra == 0, description=description,
                                metadata={"missing_rows": missing, "extra_rows": extra})
