@@ -31,10 +31,12 @@ SQL_TABLES = (
     SqlTable("chargeback", ("chargeback",), ("request_costs", "requests"),
              "Attributed spend by model and by tenant (empty when the traces name neither)"),
     SqlTable("fleet_summary", ("fleet_summary",), ("request_costs", "fleet_timeline"),
-             "Totals per trace and overall: tokens, GPU-hours, $ (attributed + idle), TTFT/TPOT "
-             "percentiles"),
+             "Totals per trace and overall over the replayed span: tokens, GPU-hours, $ (attributed "
+             "+ idle, idle share), TTFT/TPOT percentiles"),
     SqlTable("fleet_timeline_minute", ("fleet_timeline_minute",), ("request_costs", "fleet_timeline"),
              "The fleet per trace and minute: utilization, sequences, KV use, queue, arrivals, $"),
     SqlTable("what_if", ("what_if",), ("scenario_stages", "scenario_fleets", "shape_spend", "fleet_summary"),
-             "Per scenario and shape: Δ spend and Δ p95 TTFT/TPOT of a what-if replay vs the baseline"),
+             "Per scenario and shape: Δ busy spend (and per day), Δ p95 TTFT/TPOT of a what-if replay "
+             "vs the baseline; for all shapes the fleet's Δ cost (busy + idle, and per day) and each "
+             "trace's worst Δ p95"),
 )
