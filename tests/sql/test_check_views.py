@@ -7,6 +7,7 @@ import duckdb
 import polars as pl
 from dagster_duckdb import DuckDBResource
 
+from pipelines.defs.metadata import PREVIEW_COLUMNS, table_metadata
 from pipelines.defs.replay.checks import no_negative_stage
 from pipelines.defs.reports.checks import every_scenario_replays_every_request
 from pipelines.warehouse import run_sql, write_table
@@ -42,3 +43,15 @@ def test_negative_stages_lists_the_impossible_rows(tmp_path):
     assert bad == [("neg",), ("no_e2e",)]
     result = no_negative_stage(duckdb=DuckDBResource(database=path))
     assert not result.passed and result.metadata["bad_rows"].value == 2
+
+
+def test_a_wide_tables_preview_says_it_shows_part_of_its_columns():
+    """The metadata preview keeps the first 12 columns; what_if has 27, and its preview hid the
+    p95 and fleet columns without a word."""
+    with duckdb.connect() as conn:
+        conn.execute("CREATE TABLE wide AS SELECT " + ", ".join(f"{i} AS c{i}" for i in range(20)))
+        conn.execute("CREATE TABLE narrow AS SELECT 1 AS a, 2 AS b")
+        wide = table_metadata(conn, "wide")["preview"].value
+        narrow = table_metadata(conn, "narrow")["preview"].value
+    assert f"The first {PREVIEW_COLUMNS} of 20 columns; the table `wide` has them all." in wide
+    assert "c11" in wide and "c12" not in wide and "columns;" not in narrow
