@@ -59,7 +59,7 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
                        .unique("scenario", maintain_order=True).select("scenario", "skipped").rows())
         for name, reason in skipped.items():
             context.log.warning(f"scenario {name} skipped: {reason}")
-        context.log.info(f"replayed {requests.height} requests in each of "
+        context.log.info(f"replayed {requests.height:,} requests in each of "
                          f"{len(scenarios) - len(skipped)} scenarios on {base_name} with changes "
                          f"(router {router})")
         for table in SCENARIO_TABLES:
