@@ -178,6 +178,22 @@ def test_a_folder_whose_every_row_is_rejected_names_each_file_and_its_first_reas
     assert "line 3: ContextTokens is -7" in message
 
 
+def test_a_folder_whose_every_file_cannot_be_read_names_them(tmp_path, monkeypatch):
+    """Every file failed whole (here: a format the folder ingest cannot tell without options):
+    the replay said only "no file of the trace folder has a usable row"; it names the files and
+    why, and where the ingest lists them."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "mystery.csv").write_text("when,in,out\n1,2,3\n")
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
+    result = dg.materialize([ingested_traces, replayed_fleet], raise_on_error=False,
+                            resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert "no requests to replay: no trace file could be read: mystery.csv: " in message
+    assert "cannot tell the log format" in message and "failed_trace_files" in message
+
+
 def test_bad_replay_options_fail_naming_each(tmp_path):
     """Materialized without the preflight (a plain DuckDBResource), the asset runs its checks."""
     path = tmp_path / "w.duckdb"

@@ -56,6 +56,12 @@ def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
     for file, count, line, reason in run_sql(conn, "top_rejections").fetchall():
         files.setdefault(Path(file).name, [count]).append(f"line {line}: {reason}")
     if not files:
+        unreadable = conn.sql("SELECT file, error FROM failed_trace_files ORDER BY file").fetchall()
+        if unreadable:   # every file the ingest met failed whole (format, options, encoding)
+            listed = "; ".join(f"{Path(file).name}: {error}" for file, error in unreadable[:3])
+            more = f" (and {len(unreadable) - 3} more)" if len(unreadable) > 3 else ""
+            return (f"no requests to replay: no trace file could be read: {listed}{more};"
+                    f" the ingest's failed_trace_files and its every_trace_file_ingested check list them")
         return "no requests to replay: no file of the trace folder has a usable row"
     listed = "; ".join(f"{name}: {count:,} rows rejected, e.g. {', '.join(examples)}"
                        for name, (count, *examples) in files.items())
