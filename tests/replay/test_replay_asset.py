@@ -63,6 +63,9 @@ def test_replay_replaces_both_tables(tmp_path):
     assert sorted(stages["request_id"]) == ["a:0", "a:1", "b:0"]
     assert set(timeline["trace"]) == {"a", "b"}
     assert _tables(path) == {"requests", "trace_files", "request_stages", "fleet_timeline"}
+    # traces without prefix hashes have no prefix-cache hit rate to report (it read 0.0)
+    metadata = result.asset_materializations_for_node("replayed_fleet")[0].metadata
+    assert metadata["prefix_cache_hit_rate"].value == {"a": None, "b": None}
 
 
 def test_the_deployment_setting_holds_for_runs_without_config_and_config_overrides_it(tmp_path,

@@ -122,7 +122,8 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
                            result.timeline.select(**labels, router=pl.lit(config.router),
                                                   **{c: c for c in result.timeline.columns}),
                            first=number == 0)
-                hit_rates[trace] = result.cache_hit_rate
+                hashed = "prefix_hashes" in frame.columns and frame["prefix_hashes"].is_not_null().any()
+                hit_rates[trace] = result.cache_hit_rate if hashed else None   # no hashes: no rate
                 context.log.info(f"{trace}: replayed {frame.height:,} requests over"
                                  f" {result.span_s:,.0f} s on {deployment.replicas} x"
                                  f" {deployment.gpus_per_replica} {deployment.gpu.gpu} in"
