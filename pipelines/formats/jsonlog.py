@@ -64,9 +64,9 @@ def text(path: str) -> pl.Expr:
     return field_text(value(path))
 
 
-def number(path: str, dtype: pl.DataType = pl.Float64) -> pl.Expr:
+def number(path: str) -> pl.Expr:
     """The JSON value at `path` as a number; null when absent, null or not a number."""
-    return value(path).cast(dtype, strict=False)
+    return value(path).cast(pl.Float64, strict=False)
 
 
 def count(path: str) -> pl.Expr:

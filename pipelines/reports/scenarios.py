@@ -95,7 +95,7 @@ def _check_whole_numbers(frame: pl.DataFrame, path: Path) -> None:
             continue
         text = pl.col(name).str.strip_chars()
         bad = frame.filter(
-            text.is_not_null() & (text != "") & text.cast(pl.Int64, strict=False).is_null())
+            text.is_not_null() & text.cast(pl.Int64, strict=False).is_null())
         if bad.height:
             line, value = bad["line"][0], bad[name][0]
             raise ScenarioError(f"scenarios file {path}, line {line}: {name}={value!r}, expected a "

@@ -5,7 +5,6 @@ pipelines/reports/html.py (report.html) render."""
 from __future__ import annotations
 
 import math
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 

@@ -211,9 +211,7 @@ class Catalog:
                 **{k: v for k, v in overrides.items() if v is not None},
             )
         except CatalogError as exc:
-            row_named = str(exc).startswith(f"deployment {name!r}")   # build's own messages
-            where = f"{self.file('deployments')}, " + ("" if row_named else f"deployment {name!r}: ")
-            raise CatalogError(f"{where}{exc}") from None
+            raise CatalogError(f"{self.file('deployments')}, deployment {name!r}: {exc}") from None
 
     def build(
         self,
@@ -321,7 +319,7 @@ class Catalog:
         if deployment.kv_capacity_tokens <= 0:
             fitting = self._fitting_choices(deployment, m)
             raise CatalogError(
-                f"deployment {deployment.name!r}: {model} weights ({deployment.weight_bytes_per_gpu / 2**30:.1f} GiB"
+                f"{model} weights ({deployment.weight_bytes_per_gpu / 2**30:.1f} GiB"
                 f" per GPU at tp={tp}, {weights}) leave no room for a KV cache in"
                 f" {deployment.scheduler.kv_memory_fraction:.0%} of {g['memory_gib']} GiB on {gpu}"
                 f" ({deployment.scheduler.kv_memory_basis} memory basis);"
@@ -373,16 +371,17 @@ class Catalog:
                                f" {self.file('prices')}: expected exactly one")
         return prices["provider"][0], prices["plan"][0]
 
-    def lists_price(self, gpu: str, provider: str, plan: str) -> bool:
-        """Whether prices.csv has a row for `gpu` from `provider` on `plan`."""
+    def _price_rows(self, gpu: str, provider: str | None, plan: str | None) -> pl.DataFrame:
         return self.prices.filter((pl.col("gpu") == gpu) & (pl.col("provider") == provider)
-                                  & (pl.col("plan") == plan)).height > 0
+                                  & (pl.col("plan") == plan))
+
+    def lists_price(self, gpu: str, provider: str | None, plan: str | None) -> bool:
+        """Whether prices.csv has a row for `gpu` from `provider` on `plan`."""
+        return self._price_rows(gpu, provider, plan).height > 0
 
     def usd_per_gpu_hour(self, deployment: Deployment) -> float:
         d = deployment
-        row = self.prices.filter((pl.col("gpu") == d.gpu.gpu) & (pl.col("provider") == d.price_provider)
-                                 & (pl.col("plan") == d.price_plan))
-        return float(row["usd_per_gpu_hour"][0])
+        return float(self._price_rows(d.gpu.gpu, d.price_provider, d.price_plan)["usd_per_gpu_hour"][0])
 
 
 def _has_peak(gpu_row: dict, dtype: str) -> bool:
@@ -415,7 +414,7 @@ def _attention_peak(gpu_row: dict, kv_dtype: str) -> float:
     return gpu_row["bf16_tflops"]
 
 
-def valid_tensor_parallel(model_row: dict, largest: int = 8) -> list[int]:
+def valid_tensor_parallel(model_row: dict, largest: int = int(TENSOR_PARALLEL.high)) -> list[int]:
     """Tensor-parallel degrees up to `largest` (one 8-GPU node) that split the model evenly:
     query heads divisible by tp, and KV heads divisible by tp or tp a multiple of the KV heads
     (each GPU then keeps one replicated KV head)."""
@@ -611,7 +610,6 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         if missing:
             raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
                                f" (see data/reference/README.md){separator_hint(frame)}")
-        frame = frames[table]
         for column in REQUIRED_COLUMNS[table]:
             if column not in MAY_BE_EMPTY.get(table, ()):
                 empty = frame.filter(pl.col(column).is_null())
