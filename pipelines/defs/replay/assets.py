@@ -56,7 +56,7 @@ def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
     for file, count, line, reason in run_sql(conn, "top_rejections").fetchall():
         files.setdefault(Path(file).name, [count]).append(f"line {line}: {reason}")
     if not files:
-        unreadable = conn.sql("SELECT file, error FROM failed_trace_files ORDER BY file").fetchall()
+        unreadable = [(file, error) for file, error, *_ in run_sql(conn, "summary_failed_files").fetchall()]
         if unreadable:   # every file the ingest met failed whole (format, options, encoding)
             listed = "; ".join(f"{Path(file).name}: {error}" for file, error in unreadable[:3])
             more = f" (and {len(unreadable) - 3} more)" if len(unreadable) > 3 else ""
