@@ -152,8 +152,7 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
             f"arrival_s >= 0), first: {bad.row(0, named=True)}"
         )
     capacity = deployment.kv_capacity_tokens
-    # A sequence holds prompt + output - 1 tokens at most: the last token's KV is never written.
-    too_long = frame.filter(pl.col("prompt_tokens") + pl.col("output_tokens") - 1 > capacity)
+    too_long = beyond_kv(frame, deployment)
     if too_long.height:
         first = too_long.row(0, named=True)
         which = f"request {first['request_id']} " if first.get("request_id") else ""
@@ -165,6 +164,14 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
             f" out of the log"
         )
     return frame
+
+
+def beyond_kv(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
+    """The requests one replica of `deployment` cannot hold in its KV cache, which the replay
+    refuses: a sequence holds prompt + output - 1 tokens at most (the last token's KV is never
+    written)."""
+    return requests.filter(
+        pl.col("prompt_tokens") + pl.col("output_tokens") - 1 > deployment.kv_capacity_tokens)
 
 
 def _check_span(frame: pl.DataFrame, deployment: Deployment, bin_s: float) -> None:

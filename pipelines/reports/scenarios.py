@@ -18,7 +18,7 @@ price plan are kept.
 A scenario whose names are wrong (unknown GPU or dtype) is a ScenarioError wherever it runs. One
 whose change cannot apply to a particular baseline (fp4 on a GPU that has neither fp4 tensor
 cores nor a weight-only kernel, a tp that does not split that model, weights that leave no room
-for a KV cache) is
+for a KV cache, or too little for the longest request of the log replayed) is
 ScenarioNotApplicable: `replay_scenarios` skips it on that baseline and records why, so a
 scenario file written for one fleet does not block replays of another.
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.replay import ReplayError, by_trace, replay_traces
-from pipelines.replay.api import STAGE_COLUMNS
+from pipelines.replay.api import STAGE_COLUMNS, beyond_kv
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import (TENSOR_PARALLEL, Catalog, drop_unnamed_empty_columns,
                                         ragged_line, separator_hint)
@@ -282,12 +282,14 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
     next run. The stage rows are the request_stages columns labelled with trace, scenario and
     deployment.
 
-    A scenario that does not apply to `baseline` (ScenarioNotApplicable) is not replayed: its
-    runs carry the reason in `skipped`. A ReplayError becomes a ScenarioError naming the scenario."""
+    A scenario that does not apply to `baseline` (ScenarioNotApplicable), or whose KV cache
+    cannot hold a request of `requests`, is not replayed on any trace: its runs carry the reason
+    in `skipped`. A ReplayError becomes a ScenarioError naming the scenario."""
     traces = by_trace(requests)
     for s in scenarios:
         try:
             deployment = scenario_deployment(catalog, baseline, s)
+            _check_kv_holds_every_request(requests, deployment, baseline, s)
         except ScenarioNotApplicable as exc:
             for trace in traces:
                 yield ScenarioRun(_skipped_fleet(trace, s, baseline, str(exc)), iter(()))
@@ -316,6 +318,23 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 del result  # not held while the next trace replays
         except ReplayError as exc:
             raise ScenarioError(f"scenario {s.scenario!r}, {exc}") from None
+
+
+def _check_kv_holds_every_request(requests: pl.DataFrame, deployment: Deployment,
+                                 baseline: Deployment, s: Scenario) -> None:
+    """ScenarioNotApplicable when the scenario's KV cache is too small for a request of the log
+    (as the scenario changes it), which the replay would refuse: checked on every trace before
+    any is replayed, so such a scenario is skipped with its reason like one whose weights leave
+    no KV room at all, instead of failing the what-if replays after some traces were staged."""
+    too_long = beyond_kv(scenario_requests(requests, s), deployment)
+    if too_long.height:
+        first = too_long.row(0, named=True)
+        which = f"request {first['request_id']}" if first.get("request_id") else "a request"
+        raise ScenarioNotApplicable(
+            f"scenario {s.scenario!r} does not apply to deployment {baseline.name!r}: one replica"
+            f" of {deployment.name!r} holds {deployment.kv_capacity_tokens:,} tokens of KV cache:"
+            f" too few for {too_long.height:,} request(s) of the log, e.g. {which} with"
+            f" {first['prompt_tokens']:,}+{first['output_tokens']:,} tokens")
 
 
 def _labelled(batches: Iterator[pl.DataFrame], labels: tuple[pl.Expr, ...]) -> Iterator[pl.DataFrame]:

@@ -344,6 +344,33 @@ def test_a_scenario_that_cannot_apply_is_skipped_with_its_reason(catalog, conv_h
         scenario_deployment(catalog, catalog.deployment(BASELINE), Scenario("tp1", "d", tp=1, replicas=12))
 
 
+def test_a_scenario_whose_kv_cache_cannot_hold_a_request_is_skipped(catalog, baseline, conv_head):
+    """A 70B on one L40S at fp4 builds (13,952 tokens of KV), but a 14k-token chat prompt the
+    baseline serves does not fit it: the scenario is skipped on every trace with that reason,
+    before any trace is replayed, instead of failing the what-if replays (and the night's run)
+    after the traces that fit were staged. With an output cap that brings the request within
+    the KV cache, it applies."""
+    small = Scenario("l40s-fp4", "d", gpu="l40s", tp=1, weights="fp4", kv_cache="fp8")
+    capacity = scenario_deployment(catalog, baseline, small).kv_capacity_tokens
+    long_one = pl.DataFrame({"request_id": ["b:1"], "arrival_s": [0.0],
+                             "prompt_tokens": [capacity - 10], "output_tokens": [20],
+                             "cached_tokens": [0], "trace": ["b"]})
+    requests = pl.concat([conv_head.head(20).with_columns(trace=pl.lit("a"))
+                          .select(long_one.columns), long_one], how="vertical_relaxed")
+    capped = Scenario("l40s-fp4-cap", "d", gpu="l40s", tp=1, weights="fp4", kv_cache="fp8",
+                      output_cap=5)
+    stages, fleets = _collect(replay_scenarios(requests, catalog, baseline, [small, capped]))
+    assert stages.group_by("scenario", "trace").len().sort("trace").rows() == [
+        ("l40s-fp4-cap", "a", 20), ("l40s-fp4-cap", "b", 1)]
+    skipped = fleets.filter(pl.col("scenario") == "l40s-fp4")
+    assert skipped["trace"].to_list() == ["a", "b"]
+    assert skipped["skipped"].to_list() == [
+        f"scenario 'l40s-fp4' does not apply to deployment '{BASELINE}': one replica of"
+        f" '{BASELINE}+l40s-fp4' holds {capacity:,} tokens of KV cache: too few for 1 request(s)"
+        f" of the log, e.g. request b:1 with {capacity - 10:,}+20 tokens"] * 2
+    assert fleets.filter(pl.col("scenario") == "l40s-fp4-cap")["skipped"].is_null().all()
+
+
 def test_unknown_names_are_errors_on_every_deployment(catalog, baseline):
     for scenario, message in [(Scenario("x", "d", gpu="h300"), "unknown gpu 'h300'"),
                               (Scenario("y", "d", weights="fp9"), "weights='fp9'")]:
