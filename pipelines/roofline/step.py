@@ -40,13 +40,14 @@ lock-step, so the replica's step time is one GPU's step time):
 - P_eff  = dense peak FLOP/s of the weight dtype * compute efficiency (fp8 / fp4 weights run fp8 /
   fp4 GEMMs, so a lower precision raises the usable peak as well as cutting bytes)
 - P_attn = dense peak FLOP/s of the attention dtype * compute efficiency: attention multiplies
-  activations by the KV cache, never by weights, so it runs in fp8 when the KV cache is fp8 and
-  the GPU has fp8 tensor cores, otherwise in bf16 (fp4 weights do not make attention fp4)
+  activations by the KV cache, never by weights, so it runs in fp8 when the KV cache is fp8 or
+  fp4 (dequantized to fp8) and the GPU has fp8 tensor cores, otherwise in bf16 (an int8 KV cache
+  too; fp4 weights do not make attention fp4)
 - B_eff  = HBM bandwidth * bandwidth efficiency
 - O_step = per-step overhead + layers * per-layer overhead (scheduling, sampling, launches)
 - A_lat  = 2 * layers * rounds(tp) * all-reduce latency per round (two all-reduces per layer,
   after attention and after the MLP; the catalog's latency is one round, all of a tp = 2
-  all-reduce). rounds(tp) = log2(tp) where every GPU reaches every peer at once (NVSwitch,
+  all-reduce). rounds(tp) = ceil(log2(tp)) where every GPU reaches every peer at once (NVSwitch,
   Infinity Fabric mesh), as in recursive doubling, whose latency term is log2(p) messages
   (Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication Operations in
   MPICH"); tp - 1 over a ring (PCIe, and the 2023 stack). See deployment.ALLREDUCE_ROUNDS and

@@ -31,6 +31,12 @@ def test_attention_runs_in_the_kv_dtype_not_the_weight_dtype(catalog):
     # A100 has no fp8 tensor cores: an fp8 KV cache still attends in bf16
     a100 = catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", kv_cache="fp8")
     assert a100.gpu.attention_peak_tflops == 312
+    # an fp4 (NVFP4) KV cache is dequantized to fp8 and attends at the fp8 peak; an int8 one at
+    # the bf16 peak, though the GPU has int8 tensor cores (docs/physics.md, P_attn)
+    fp4_kv = catalog.build(model="llama-3.1-70b", gpu="b200", weights="fp4", kv_cache="fp4")
+    assert fp4_kv.gpu.attention_peak_tflops == 4500
+    int8_kv = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", kv_cache="int8")
+    assert int8_kv.gpu.attention_peak_tflops == 989.5
 
 
 def test_fp4_weights_and_kv_count_their_block_scales(catalog):
