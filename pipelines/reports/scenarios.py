@@ -5,8 +5,10 @@ A scenario row changes the baseline deployment and/or the requests; an empty cel
 baseline's value:
 
     gpu, tp, weights, kv_cache, replicas, max_seqs   the deployment (catalog.build)
-    prefix_cache   'off': no prompt token is served from cache; a share s in [0, 1): each
-                   request's cached_tokens becomes max(logged, min(floor(s * prompt), prompt - 1))
+    prefix_cache   'off' (or 0): no prompt token is served from cache, neither the logged hits
+                   nor the prefix-hash reuse of a log that carries hashes (Mooncake); a share s
+                   in (0, 1): each request's cached_tokens becomes
+                   max(logged, min(floor(s * prompt), prompt - 1)), hash reuse kept
     output_cap     output_tokens becomes min(output_tokens, cap)
 
 A GPU swap takes the new GPU family's efficiency factors, and the baseline's provider and plan
@@ -259,6 +261,9 @@ def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
         assumed = pl.min_horizontal((pl.col("prompt_tokens") * share).floor().cast(pl.Int64),
                                     pl.col("prompt_tokens") - 1)
         frame = frame.with_columns(cached_tokens=pl.max_horizontal(logged, assumed))
+    if share == 0 and "prefix_hashes" in frame.columns:
+        # the replay reuses the KV of resident hash blocks whatever cached_tokens says
+        frame = frame.with_columns(pl.lit(None, frame.schema["prefix_hashes"]).alias("prefix_hashes"))
     return frame
 
 

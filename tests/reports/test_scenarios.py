@@ -395,6 +395,27 @@ def test_scenarios_replay_with_the_baselines_router_and_hash_size(catalog, basel
     assert not default.drop("trace", "scenario", "deployment").equals(base)
 
 
+def test_prefix_cache_off_also_turns_off_prefix_hash_reuse(catalog, baseline):
+    """'off' serves no prompt token from cache: on a Mooncake log, whose hits come from its
+    prefix hashes and not from cached_tokens, the replay found as many cached tokens as the
+    baseline's, and the scenario changed nothing but its label. A hit share keeps the hashes."""
+    requests = pl.read_ndjson(MOONCAKE).head(300).select(
+        trace=pl.lit("m"), arrival_s=pl.col("timestamp") / 1000.0, prompt_tokens="input_length",
+        output_tokens="output_length", cached_tokens=pl.lit(0),
+        prefix_hashes=pl.col("hash_ids").cast(pl.List(pl.Int64)))
+    base = replay_fleet(requests, baseline).stages
+    assert base["cached_hit_tokens"].sum() > 0
+    stages, _ = _collect(replay_scenarios(requests, catalog, baseline,
+                                          [Scenario("off", "d", prefix_cache="off"),
+                                           Scenario("zero", "d", prefix_cache="0"),
+                                           Scenario("half", "d", prefix_cache="0.5")]))
+    hits = dict(stages.group_by("scenario").agg(pl.col("cached_hit_tokens").sum()).iter_rows())
+    assert hits["off"] == hits["zero"] == 0
+    assert hits["half"] >= base["cached_hit_tokens"].sum()
+    off = stages.filter(pl.col("scenario") == "off")
+    assert off["prefill_gpu_s"].sum() > base["prefill_gpu_s"].sum()
+
+
 def test_a_scenario_keeps_the_baselines_serving_stack(catalog):
     """A what-if on a 2023-stack fleet must not silently take the current stack's factors."""
     old = catalog.deployment("splitwise-70b-h100-tp2")
