@@ -210,6 +210,10 @@ def test_shipped_descriptions_state_no_number_of_the_demo_fleet(catalog, baselin
         words = re.sub(r"\b[A-Za-z]\w*", "", s.description)  # names (fp8, H200, TP4) are not numbers
         numbers = {float(n) for n in re.findall(r"\d+(?:\.\d+)?", words)}
         assert numbers <= {float(n) for n in own if n is not None}, (s.scenario, s.description)
+    # Nor a direction that holds only on the demo fleet: on seed-example (1 x TP1) tp2-fp8 puts
+    # more GPUs in each replica, and more replicas than any fleet of 6 or more has.
+    for s in shipped.values():
+        assert not re.search(r"\b(fewer|more) (GPUs|replicas)\b", s.description), s.scenario
     # The README's example: on a fleet of 4 x TP4 the change says 4 -> 2, whatever the prose says.
     four = scenario_deployment(catalog, baseline, Scenario("four", "", replicas=4))
     assert change_text(four, shipped["replicas-2"]) == "replicas 4 → 2; 16 → 8 GPUs per trace"
