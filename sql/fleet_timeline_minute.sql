@@ -1,7 +1,10 @@
 -- The fleet per trace and minute (fleet_timeline's per-replica bins rolled up), baseline:
 -- utilization = busy share of the fleet's GPU time; sequences and queued = mean number running /
 -- waiting over the whole fleet; kv_use = mean share of KV capacity holding tokens per replica;
--- spend_usd = busy + idle GPU-seconds priced; arrivals = requests that arrived in the minute.
+-- spend_usd = busy + idle GPU-seconds priced; arrivals = requests that arrived in the row's bins.
+-- A row holds the bins that start in its minute: with a timeline_bin_s over 60 s a row spans a
+-- whole bin (minute_s 0, 300, ... for 300-s bins), so an arrival is counted in the row of its
+-- bin (bin width = the second bin's start), never in a minute that has no row.
 CREATE OR REPLACE TABLE fleet_timeline_minute AS
 WITH minutes AS (
     SELECT
@@ -22,10 +25,21 @@ WITH minutes AS (
     WHERE t.scenario = 'baseline'
     GROUP BY ALL
 ),
-arrivals AS (
-    SELECT trace, scenario, floor(arrival_s / 60) * 60 AS minute_s, count(*) AS arrivals
-    FROM request_stages
+widths AS (
+    SELECT trace, scenario, min(bin_start_s) FILTER (WHERE bin_start_s > 0) AS bin_width_s
+    FROM fleet_timeline
     WHERE scenario = 'baseline'
+    GROUP BY ALL
+),
+arrivals AS (
+    SELECT
+        s.trace,
+        s.scenario,
+        floor(coalesce(floor(s.arrival_s / w.bin_width_s) * w.bin_width_s, 0) / 60) * 60 AS minute_s,
+        count(*) AS arrivals
+    FROM request_stages AS s
+    JOIN widths AS w USING (trace, scenario)
+    WHERE s.scenario = 'baseline'
     GROUP BY ALL
 )
 SELECT

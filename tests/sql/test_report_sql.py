@@ -167,6 +167,20 @@ def test_fleet_timeline_minute(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
 
 
+def test_fleet_timeline_minute_counts_every_arrival_with_bins_wider_than_a_minute(conn):
+    """With timeline_bin_s = 300 a row covers five minutes: an arrival in its second to fifth
+    minute is counted in it, not dropped for want of a row of its own minute."""
+    write_table(conn, "fleet_timeline", pl.DataFrame({
+        "trace": ["t", "t"], "scenario": ["baseline"] * 2, "deployment": ["d", "d"], "replica": [0, 0],
+        "bin_start_s": [0.0, 300.0], "bin_s": [300.0, 200.0], "busy_share": [0.5, 0.5],
+        "mean_batch": [1.0, 1.0], "mean_kv_use": [0.1, 0.1], "mean_queue": [0.0, 0.0],
+        "busy_gpu_s": [300.0, 200.0], "idle_gpu_s": [300.0, 200.0]}))
+    conn.execute("UPDATE request_stages SET arrival_s = CASE request_id WHEN 'a' THEN 90.0 ELSE 400.0 END")
+    run_sql(conn, "fleet_timeline_minute")
+    got = conn.sql("SELECT minute_s, arrivals FROM fleet_timeline_minute ORDER BY minute_s").pl()
+    assert_frame_equal(got, pl.DataFrame({"minute_s": [0.0, 300.0], "arrivals": [1, 1]}), check_dtypes=False)
+
+
 def test_what_if(conn):
     got = conn.sql(
         "SELECT scenario, rank, shape, baseline_usd, spend_usd, delta_usd, delta_pct,"
