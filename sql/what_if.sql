@@ -6,7 +6,8 @@
 --   spend_usd          attributed (busy) GPU spend: GPU-seconds x the scenario's $/GPU-hour
 --   delta_usd_per_day  delta_usd scaled to a day: each trace's delta x 86,400 / its baseline span
 --   (dollar deltas are rounded to a millionth of a dollar and delta_pct to a millionth of a
---   percentage point: an unchanged fleet's difference of two float sums is 0, not 3e-13)
+--   percentage point: an unchanged fleet's difference of two float sums is 0, not 3e-13; the
+--   + 0.0 after each round makes a rounded tiny negative 0, not -0.0)
 --   fleet_spend_usd    ('all' rows) what the fleet costs over the replay: busy + idle GPU-seconds;
 --                      it moves only when the fleet's GPUs, replicas, price or span change;
 --                      delta_fleet_usd_per_day is the change of its cost per day (each run's
@@ -109,9 +110,9 @@ SELECT
     r.requests,
     b.spend_usd AS baseline_usd,
     r.spend_usd,
-    round(r.spend_usd - b.spend_usd, 6) AS delta_usd,
-    round(100 * (r.spend_usd - b.spend_usd) / b.spend_usd, 6) AS delta_pct,
-    round(r.usd_per_day - b.usd_per_day, 6) AS delta_usd_per_day,
+    round(r.spend_usd - b.spend_usd, 6) + 0.0 AS delta_usd,
+    round(100 * (r.spend_usd - b.spend_usd) / b.spend_usd, 6) + 0.0 AS delta_pct,
+    round(r.usd_per_day - b.usd_per_day, 6) + 0.0 AS delta_usd_per_day,
     b.p95_ttft_s AS baseline_p95_ttft_s,
     r.p95_ttft_s,
     r.p95_ttft_s - b.p95_ttft_s AS delta_p95_ttft_s,
@@ -120,8 +121,8 @@ SELECT
     r.p95_tpot_s - b.p95_tpot_s AS delta_p95_tpot_s,
     b.fleet_spend_usd AS baseline_fleet_usd,
     r.fleet_spend_usd,
-    round(r.fleet_spend_usd - b.fleet_spend_usd, 6) AS delta_fleet_usd,
-    round(r.fleet_usd_per_day - b.fleet_usd_per_day, 6) AS delta_fleet_usd_per_day,
+    round(r.fleet_spend_usd - b.fleet_spend_usd, 6) + 0.0 AS delta_fleet_usd,
+    round(r.fleet_usd_per_day - b.fleet_usd_per_day, 6) + 0.0 AS delta_fleet_usd_per_day,
     w.worst_trace_delta_p95_ttft_s,
     w.worst_trace_delta_p95_tpot_s,
     d.skipped

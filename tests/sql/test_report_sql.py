@@ -228,10 +228,14 @@ def test_what_if_of_a_scenario_that_changes_nothing_is_zero(conn):
                  " 'd+s' AS deployment, request_id, ttft_s, tpot_s,"
                  " CASE WHEN request_id = 'a' THEN ? ELSE gpu_s END AS gpu_s"
                  " FROM request_stages", [math.nextafter(math.nextafter(10.0, 0.0), 0.0)])
+    conn.execute("UPDATE scenario_fleets SET idle_gpu_s = 9.0 WHERE scenario = 's'")  # the baseline's
     run_sql(conn, "what_if")
     rows = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl()
     assert rows["spend_usd"][0] != rows["baseline_usd"][0]   # the noise is there
     assert rows["delta_pct"].to_list() == [0.0] and rows["delta_usd"].to_list() == [0.0]
+    # 0, not -0.0: the SQL shell prints "-0.0" and the headline said "changes by +$-0/day"
+    deltas = ("delta_usd", "delta_pct", "delta_usd_per_day", "delta_fleet_usd", "delta_fleet_usd_per_day")
+    assert [math.copysign(1.0, rows[c][0]) for c in deltas] == [1.0] * len(deltas)
     assert "| s | 0.011 | 0 | 0 |" in markdown_table(rows, WHAT_IF_COLUMNS).replace(
         f"| {rows['change'][0]} ", "")
 
