@@ -222,7 +222,7 @@ def _lever_fact(best: dict) -> Fact:
     is not read as a cut of the bill."""
     bill = best["delta_fleet_usd_per_day"]
     resized = bill <= best["delta_usd_per_day"] / 2  # the bill keeps half the busy saving or more
-    bill_text = f"-${-bill:,.0f}" if round(bill) < 0 else f"+${bill:,.0f}"
+    bill_text = f"-${-bill:,.0f}" if round(bill) < 0 else f"+${abs(bill):,.0f}"  # -0.24 is +$0, not +$-0
     return Fact(
         f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' ({best['change']}), "
         f"would cut busy-GPU spend by ${-best['delta_usd_per_day']:,.0f}/day ({best['delta_pct']:+.0f}%), "

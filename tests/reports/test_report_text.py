@@ -95,6 +95,12 @@ def test_a_lever_on_the_same_gpus_is_not_called_a_saving_of_the_bill():
     assert "would save" not in lever.text and "delta_fleet_usd_per_day" in lever.source
 
 
+def test_a_bill_change_under_half_a_dollar_a_day_is_zero_not_minus_zero():
+    """-$0.24/day rounds to $0: the headline said "changes by +$-0/day"."""
+    [*_, lever] = headline_facts(_tables(_what_if(-8.0, -0.01)))
+    assert "changes by +$0/day" in lever.text
+
+
 def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
     [*_, lever] = headline_facts(_tables(_what_if(-30.0, -50.0)))
     assert "changes by -$1,200/day" in lever.text and "resized" not in lever.text
