@@ -47,6 +47,8 @@ from pipelines.formats.common import (
 # The reason of a row that fails a check whose message quotes a field the row lacks (a reader
 # that forgot to fill a null text): the row must still be rejected with a reason, never dropped.
 UNQUOTABLE = "fails a check, and a field its reason would quote is missing or null (see the raw text)"
+# Canonical columns that name someone or something; a blank value is none (`_named`).
+NAME_COLUMNS = ("model", "tenant")
 
 
 def field_text(value: pl.Expr) -> pl.Expr:
@@ -178,7 +180,8 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
             *[c for c in OPTIONAL_COLUMNS if c in columns], *(["failed"] if "failed" in columns else [])]
 
     # Pass 1: typed columns, the check result and the line hash; no text survives.
-    typed = frame.select(*kept, ok=~failing, raw_hash=pl.col("raw").hash(seed=0)).collect(engine="streaming")
+    typed = frame.select(*[_named(c) if c in NAME_COLUMNS else c for c in kept],
+                         ok=~failing, raw_hash=pl.col("raw").hash(seed=0)).collect(engine="streaming")
     repeated_hash = typed["raw_hash"].is_duplicated()
     suspects = typed.filter(~pl.col("ok") | repeated_hash).select("line", "raw_hash", "ok")
 
@@ -212,6 +215,13 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
         output_tokens=pl.when(pl.col("output_tokens") == 0).then(1).otherwise(pl.col("output_tokens")))
     return IngestResult(path, fmt, sha256, rows_read, rows, rejected, counts,
                         prefix_block_tokens)
+
+
+def _named(column: str) -> pl.Expr:
+    """A model or tenant name as text; a blank one (an empty CSV cell, a JSON "user": "") names no
+    one, so it is null, as a missing one is: chargeback bills no tenant '' of its own."""
+    name = pl.col(column).cast(pl.String)
+    return pl.when(name.str.strip_chars() != "").then(name).alias(column)
 
 
 def _timed(accepted: pl.DataFrame, relative: bool, start_time: dt.datetime | None) -> pl.DataFrame:

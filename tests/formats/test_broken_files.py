@@ -215,6 +215,20 @@ def test_openai_usage_cached_tokens_and_tenant(tmp_path):
         "usage.prompt_tokens_details.cached_tokens is 50: must be fewer than the 50 prompt tokens"]
 
 
+def test_a_blank_tenant_or_model_names_no_one(tmp_path):
+    """An empty (or blank) tenant cell, or a JSON "user": "", names no tenant: null, as a missing
+    one is, so chargeback has no tenant '' row of its own (README: it has no rows for requests
+    whose log names none)."""
+    csv = write(tmp_path / "team.csv", "ts,in,out,team,m\n0,100,10,acme,x\n1,100,10,,\n2,100,10,  , \n")
+    result = read_trace(csv, format="csv", time_unit="s", columns={
+        "arrival": "ts", "prompt_tokens": "in", "output_tokens": "out", "tenant": "team", "model": "m"})
+    assert result.requests.select("tenant", "model").rows() == [("acme", "x"), (None, None), (None, None)]
+    usage = write(tmp_path / "usage.jsonl",
+                  '{"created": 1700000000, "model": "gpt-4o", "user": "", "usage": {"prompt_tokens": 9,'
+                  ' "completion_tokens": 3}}\n')
+    assert read_trace(usage).requests["tenant"].to_list() == [None]
+
+
 def test_generic_parquet_and_jsonl_mappings(tmp_path):
     frame = pl.DataFrame({"t": [0, 1500, 750], "inp": [10, 20, -1], "out": [1, 2, 3]})
     frame.write_parquet(tmp_path / "own.parquet")
