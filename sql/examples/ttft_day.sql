@@ -1,6 +1,8 @@
 -- A day's TTFT (and TPOT) percentiles, hour by hour (UTC) and per trace: the first day in the
 -- requests table; set another date (a UTC day) on the next line. Days and hours are taken from
--- arrival_ts in UTC (AT TIME ZONE 'UTC'), whatever the session's TimeZone setting.
+-- arrival_ts in UTC (AT TIME ZONE 'UTC'), whatever the session's TimeZone setting. A trace with
+-- a relative clock and no start_time (Mooncake, BurstGPT, ...) has no arrival_ts and is left out:
+-- group floor(s.arrival_s / 3600) for its hours since its first request.
 SET VARIABLE day = (SELECT min(arrival_ts AT TIME ZONE 'UTC')::DATE FROM requests);
 SELECT r.trace,
        date_trunc('hour', r.arrival_ts AT TIME ZONE 'UTC') AS hour_utc,
