@@ -631,8 +631,9 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                                frame[column].cast(pl.Float64, strict=False).is_null())
                 frame = frame.with_columns(pl.col(column).cast(pl.Float64, strict=False))
             _reject_values(frame, column, file, rule.expected, rule.wrong(frame[column]))
-            if rule.whole:
-                frame = frame.with_columns(pl.col(column).cast(pl.Int64))
+            # a column's type is its rule's, not what its values happen to look like: an
+            # overhead written 0 everywhere is still a float column in the warehouse
+            frame = frame.with_columns(pl.col(column).cast(pl.Int64 if rule.whole else pl.Float64))
         for column, bound in AT_MOST.get(table, ()):
             _reject_values(frame, column, file, f"at most the row's {bound}",
                            frame[column] > frame[bound])

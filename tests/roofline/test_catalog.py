@@ -38,6 +38,19 @@ def test_load_catalog_reads_every_table(catalog):
     for table in TABLES:
         frame = getattr(catalog, table)
         assert frame.height > 0, table
+
+
+def test_number_columns_keep_their_type_whatever_their_values(catalog):
+    """The warehouse's catalog tables are these frames: a column's type must not depend on the
+    values written in it (deployments' overheads hold only 0 or blanks, which alone read as
+    integers; an operator's 0.0015 in one row would then change the table's schema)."""
+    from pipelines.roofline.catalog import NUMBER_RANGES
+
+    for table, rules in NUMBER_RANGES.items():
+        frame = getattr(catalog, table)
+        for column, rule in rules.items():
+            if column in frame.columns:
+                assert frame[column].dtype == (pl.Int64 if rule.whole else pl.Float64), (table, column)
         assert catalog.file(table).is_file()
     assert {"seed-example", "azure-2023-70b-h100"} <= set(catalog.deployment_names)
 
