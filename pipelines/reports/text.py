@@ -223,9 +223,11 @@ def _lever_fact(best: dict) -> Fact:
     bill = best["delta_fleet_usd_per_day"]
     resized = bill <= best["delta_usd_per_day"] / 2  # the bill keeps half the busy saving or more
     bill_text = f"-${-bill:,.0f}" if round(bill) < 0 else f"+${abs(bill):,.0f}"  # -0.24 is +$0, not +$-0
+    pct = best["delta_pct"]
+    pct_text = f"{pct:+.0f}%" if abs(pct) >= 0.5 else f"{pct:+.2g}%"  # -0.3 is -0.3%, not -0%
     return Fact(
         f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' ({best['change']}), "
-        f"would cut busy-GPU spend by ${-best['delta_usd_per_day']:,.0f}/day ({best['delta_pct']:+.0f}%), "
+        f"would cut busy-GPU spend by ${-best['delta_usd_per_day']:,.0f}/day ({pct_text}), "
         f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
         f"(busy + idle) changes by {bill_text}/day"
         + ("" if resized else ": a fleet of fixed size saves busy dollars only once it is resized"),

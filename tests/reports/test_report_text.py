@@ -101,6 +101,12 @@ def test_a_bill_change_under_half_a_dollar_a_day_is_zero_not_minus_zero():
     assert "changes by +$0/day" in lever.text
 
 
+def test_a_cut_under_half_a_percent_keeps_its_size_not_minus_zero():
+    """A lever that cuts busy spend by 0.3% printed "(-0%)"."""
+    [*_, lever] = headline_facts(_tables(_what_if(-0.3, 0.0)))
+    assert "(-0.3%)" in lever.text and "-0%" not in lever.text
+
+
 def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
     [*_, lever] = headline_facts(_tables(_what_if(-30.0, -50.0)))
     assert "changes by -$1,200/day" in lever.text and "resized" not in lever.text
