@@ -257,7 +257,9 @@ def scenario_requests(requests: pl.DataFrame, s: Scenario) -> pl.DataFrame:
         frame = frame.with_columns(pl.min_horizontal("output_tokens", pl.lit(s.output_cap)))
     share = s.cached_share
     if share is not None:
-        logged = pl.col("cached_tokens").fill_null(0) if share > 0 else pl.lit(0)
+        # cached_tokens is optional in a log handed to the replay from Python
+        logged = (pl.col("cached_tokens").fill_null(0)
+                  if share > 0 and "cached_tokens" in frame.columns else pl.lit(0))
         assumed = pl.min_horizontal((pl.col("prompt_tokens") * share).floor().cast(pl.Int64),
                                     pl.col("prompt_tokens") - 1)
         frame = frame.with_columns(cached_tokens=pl.max_horizontal(logged, assumed))

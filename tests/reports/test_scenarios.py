@@ -231,6 +231,9 @@ def test_request_changes():
     off = scenario_requests(requests, Scenario("o", "d", prefix_cache="off"))
     assert off["cached_tokens"].to_list() == [0, 0, 0]
     assert scenario_requests(requests, Scenario("n", "d")).equals(requests)
+    # cached_tokens is optional in a log from Python (the replay takes none as no hits)
+    unlogged = scenario_requests(requests.drop("cached_tokens"), Scenario("p", "d", prefix_cache="0.5"))
+    assert unlogged["cached_tokens"].to_list() == [0, 5, 500]
 
 
 @pytest.mark.parametrize(("scenario", "cheaper_decode", "faster_ttft"), [
