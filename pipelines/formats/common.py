@@ -159,9 +159,12 @@ def whole_count(value: pl.Expr) -> pl.Expr:
 
 
 def is_count(value) -> bool:
-    """A format option that counts something (clients, tokens): an integer >= 1. A bool is not
-    one, though Python says True == 1: a sidecar's `true` is a mistake, not a count."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+    """A format option that counts something (clients, tokens): a whole number >= 1, an integer
+    or a whole float (a sidecar's JSON `5.0` counts five clients, as catalog.build takes
+    max_seqs=32.0; the reader takes int(value)). A bool is not one, though Python says
+    True == 1: a sidecar's `true` is a mistake, not a count."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+            and math.isfinite(value) and value == int(value) and value >= 1)
 
 
 def is_positive_number(value) -> bool:

@@ -46,6 +46,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
          start_time=None) -> IngestResult:
     if not is_count(concurrency):
         raise ValueError(f"{shown}: concurrency={concurrency!r}: expected a whole number of clients >= 1")
+    concurrency = int(concurrency)
     frame = json_records(plain, shown, EXPECTED, NEEDED, "a JSON array of objects")
     optional = {"ttft_s": pl.Float64, "error_code": pl.Int64, "error_msg": pl.String}
     frame = frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in optional.items()

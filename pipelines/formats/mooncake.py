@@ -35,6 +35,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
         raise ValueError(f"{shown}: block_tokens={block_tokens!r}: expected the tokens per hash_ids block, a positive "
                          f"whole multiple of {KV_BLOCK_TOKENS} (Mooncake: 512): the replay's prefix cache matches "
                          f"whole KV blocks of {KV_BLOCK_TOKENS} tokens, so a hash must cover whole blocks")
+    block_tokens = int(block_tokens)
     rows = object_rows(plain, shown, EXPECTED)
     hashes = pl.col("raw").str.json_path_match("$.hash_ids")
     parsed = rows.with_columns(

@@ -321,7 +321,7 @@ MOONCAKE_LINE = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash
 
 @pytest.mark.parametrize(("name", "body", "option", "value", "message"), [
     *[("m.jsonl", MOONCAKE_LINE, "block_tokens", value, "a positive whole multiple of 16")
-      for value in ("abc", 100, -512, 0, True, 512.0)],
+      for value in ("abc", 100, -512, 0, True, 512.5, float("inf"))],
     ("l.json", json.dumps([LLMPERF_ROW]), "concurrency", True, "a whole number of clients >= 1"),
     ("l.json", json.dumps([LLMPERF_ROW]), "concurrency", 2.5, "a whole number of clients >= 1"),
     *[("v.json", json.dumps({"0": VLLM_ROW}), "out_len_per_token", value, "a finite number > 0")
@@ -333,6 +333,15 @@ def test_bad_format_options_are_one_message_naming_file_and_option(tmp_path, nam
         read_trace(path, **{option: value})
     text = str(info.value)
     assert text.startswith(f"{path}: ") and option in text and message in text and repr(value) in text
+
+
+def test_whole_float_counts_are_the_counts_they_say(tmp_path):
+    """A sidecar's JSON may write a count as 5.0: five clients, as catalog.build takes 32.0
+    sequences (it was refused as not "a whole number of clients")."""
+    rows = [{**LLMPERF_ROW, "end_to_end_latency_s": float(i)} for i in range(1, 7)]
+    assert llmperf(tmp_path, rows, concurrency=2.0).requests.equals(llmperf(tmp_path, rows, concurrency=2).requests)
+    log = write(tmp_path / "m.jsonl", MOONCAKE_LINE)
+    assert read_trace(log, block_tokens=16.0).prefix_block_tokens == 16
 
 
 def test_block_tokens_from_a_sidecar_is_checked(tmp_path):
