@@ -514,7 +514,8 @@ def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
     parameters from its total and active counts (deployment._expert_split_params): active =
     shared + k * per_expert and total = shared + E * per_expert, so k / E * total <= active <
     total. Outside that the split has no experts (active = total: every expert read at every
-    step, as if dense) or negative shared weights, and the step times are wrong without a word."""
+    step, as if dense) or negative shared weights, and the step times are wrong without a word.
+    A dense model's active count is its total."""
     moe = models.filter(pl.col("experts") > pl.col("experts_per_token"))
     floor = moe["total_params_b"] * moe["experts_per_token"] / moe["experts"]
     _reject_values(moe, "active_params_b", file,
@@ -524,6 +525,15 @@ def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
                    " experts_per_token experts'",
                    (moe["active_params_b"] >= moe["total_params_b"])
                    | (moe["active_params_b"] < floor * (1 - 1e-9)))
+    # A dense model (every expert used by every token) reads its total and multiplies its active
+    # parameters: an active count below the total (say, embeddings left out) would price its
+    # GEMMs for fewer parameters than its weight reads, without a word.
+    dense = models.filter(pl.col("experts") <= pl.col("experts_per_token"))
+    _reject_values(dense, "active_params_b", file,
+                   "the row's total_params_b for a dense model (experts <= experts_per_token:"
+                   " every parameter is used by every token)",
+                   (dense["active_params_b"] - dense["total_params_b"]).abs()
+                   > 1e-9 * dense["total_params_b"])
 
 
 def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,

@@ -447,6 +447,15 @@ def test_a_mixture_of_experts_whose_active_count_cannot_be_split_is_named(copied
         load_catalog(copied)
 
 
+def test_a_dense_model_whose_active_count_is_not_its_total_is_named(copied):
+    """Llama-3.1-8B with active 7.5 (embeddings left out) read 8.03 B weights a step but priced
+    its GEMMs for 7.5 B, without a word."""
+    _set(copied, "models", "llama-3.1-8b", "active_params_b", "7.5")
+    with pytest.raises(CatalogError, match=r"models.csv, row 'llama-3.1-8b': active_params_b=7.5:"
+                                           r" expected the row's total_params_b for a dense model"):
+        load_catalog(copied)
+
+
 @pytest.mark.parametrize(("table", "key", "column"), [
     ("deployments", "seed-example", "chunked_prefill"),
     ("prices", "h200-sxm", "is_default"),
