@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
 from pipelines.reports.charts import timeline_chart
 
@@ -19,6 +20,11 @@ def test_a_week_of_minutes_is_bucketed_for_the_timeline():
     rows = next(iter(spec["datasets"].values()))
     assert len(rows) <= 600
     assert sum(r["sequences"] for r in rows) == 2.0 * len(rows)  # means of equal values stay equal
+    # a point is the mean of its 17 minutes, not their first, last or largest value (equal values
+    # alone cannot tell those apart)
+    utilization = np.linspace(0, 1, minutes)
+    assert [r["utilization"] for r in rows[:2]] == pytest.approx(
+        [utilization[:17].mean(), utilization[17:34].mean()], rel=1e-12)
     assert "17-minute means" in str(spec)
 
 
