@@ -108,6 +108,32 @@ def test_fleet_summary(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
 
 
+def test_fleet_summary_per_replica_and_per_request_columns(conn):
+    """The columns the summary line and the README describe beside the dollars, on a fleet of
+    two replicas (one idle all along): the span is the replay's, not the replicas' seconds
+    added; mean_batch counts running time only; $ per 1M output tokens includes idle GPUs; the
+    percentiles are the requests'. (With one replica in one bin, sum and max, or a plain mean
+    and a busy-weighted one, are the same numbers and a test could not tell them apart.)"""
+    conn.execute("INSERT INTO fleet_timeline BY NAME SELECT trace, scenario, deployment,"
+                 " 1 AS replica, bin_start_s, bin_s, 0.0 AS busy_share, 0.0 AS mean_batch,"
+                 " 0.0 AS mean_kv_use, 0.0 AS mean_queue, 0.0 AS busy_gpu_s, 20.0 AS idle_gpu_s"
+                 " FROM fleet_timeline")
+    run_sql(conn, "fleet_summary")
+    got = conn.sql(
+        "SELECT trace, span_s, replica_hours, gpu_hours, spend_usd, idle_share, mean_batch,"
+        " usd_per_1m_output_tokens, preemptions, p95_queue_s, p50_ttft_s, p95_ttft_s,"
+        " p50_tpot_s, p95_tpot_s, p50_e2e_s, p95_e2e_s FROM fleet_summary"
+    ).pl()
+    row = {"span_s": [10.0], "replica_hours": [20 / 3600], "gpu_hours": [40 / 3600],
+           "spend_usd": [0.040], "idle_share": [29 / 40], "mean_batch": [1.0 / 0.55],
+           "usd_per_1m_output_tokens": [1e6 * 0.040 / 201], "preemptions": [0],
+           "p95_queue_s": [0.95], "p50_ttft_s": [0.85], "p95_ttft_s": [0.15 + 0.95 * 1.4],
+           "p50_tpot_s": [5.0 / 199], "p95_tpot_s": [5.0 / 199], "p50_e2e_s": [3.35],
+           "p95_e2e_s": [1.55 + 0.95 * 3.6]}
+    expected = pl.DataFrame({"trace": ["t", "all"], **{k: v * 2 for k, v in row.items()}})
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
+
+
 def test_stage_breakdown_overall(conn):
     got = conn.sql(
         "SELECT rank, stage, latency_s, pct_latency, gpu_hours, pct_gpu_time, spend_usd, pct_spend"
