@@ -97,6 +97,45 @@ def test_shape_spend(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
 
 
+def test_shape_spend_per_request_columns_of_a_shape_of_two_requests(conn):
+    """The shape table's per-request figures (the report's $/request, $/1M out, p95 TTFT and
+    p50 TPOT) on a shape of two requests: with one request a shape, a total is its own
+    mean and every percentile the same number, so nothing could tell them apart."""
+    conn.execute("INSERT INTO request_stages BY NAME SELECT 't' AS trace, 'baseline' AS scenario,"
+                 " 'd' AS deployment, 'c' AS request_id, 1.0 AS arrival_s, 400 AS prompt_tokens,"
+                 " 100 AS output_tokens, 0.5 AS queue_s, 0.2 AS prefill_s, 2.0 AS decode_s,"
+                 " 0.05 AS network_s, 0.75 AS ttft_s, 2.0 / 99 AS tpot_s, 2.75 AS e2e_s,"
+                 " 0 AS preemptions, 0.4 AS prefill_gpu_s, 3.6 AS decode_gpu_s, 4.0 AS gpu_s,"
+                 " 0.0 AS compute_gpu_s, 3.7 AS finished_s, 'memory' AS bound")
+    for step in ("request_costs", "shape_spend"):
+        run_sql(conn, step)
+    got = conn.sql(
+        "SELECT shape, requests, pct_requests, prompt_tokens, output_tokens, gpu_hours, spend_usd,"
+        " usd_per_request, usd_per_1m_output_tokens, p50_ttft_s, p95_ttft_s, p50_tpot_s,"
+        " p95_tpot_s, p50_e2e_s, p95_e2e_s, prefill_pct_latency, decode_pct_latency,"
+        " network_pct_latency, prefill_pct_spend, decode_pct_spend, prefill_pct_gpu_time"
+        " FROM shape_spend ORDER BY rank"
+    ).pl()
+    tpot = sorted([5.0 / 199, 2.0 / 99])
+    latency = 0.5 + 0.3 + 7.0 + 0.1
+    expected = pl.DataFrame({
+        "shape": ["short prompt / medium answer", "long prompt / one-line answer"],
+        "requests": [2, 1], "pct_requests": [200 / 3, 100 / 3],
+        "prompt_tokens": [700, 5000], "output_tokens": [300, 1],
+        "gpu_hours": [14 / 3600, 1 / 3600], "spend_usd": [0.014, 0.001],
+        "usd_per_request": [0.007, 0.001], "usd_per_1m_output_tokens": [1e6 * 0.014 / 300, 1000.0],
+        "p50_ttft_s": [0.45, 1.55], "p95_ttft_s": [0.15 + 0.95 * 0.6, 1.55],
+        "p50_tpot_s": [sum(tpot) / 2, None], "p95_tpot_s": [tpot[0] + 0.95 * (tpot[1] - tpot[0]), None],
+        "p50_e2e_s": [3.95, 1.55], "p95_e2e_s": [2.75 + 0.95 * 2.4, 1.55],
+        "prefill_pct_latency": [100 * 0.3 / latency, 100 * 0.5 / 1.55],
+        "decode_pct_latency": [100 * 7.0 / latency, 0.0],
+        "network_pct_latency": [100 * 0.1 / latency, 100 * 0.05 / 1.55],
+        "prefill_pct_spend": [100 * 0.6 / 14, 100.0], "decode_pct_spend": [100 * 13.4 / 14, 0.0],
+        "prefill_pct_gpu_time": [100 * 0.6 / 14, 100.0],
+    })
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=1e-12)
+
+
 def test_fleet_summary(conn):
     got = conn.sql(
         "SELECT trace, requests, gpu_hours, spend_usd, attributed_usd, idle_usd, idle_share"
