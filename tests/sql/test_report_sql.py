@@ -208,10 +208,14 @@ def test_stage_shares_sum_to_100_per_shape(conn):
 
 
 def test_chargeback(conn):
-    got = conn.sql("SELECT dimension, value, requests, spend_usd, pct_spend FROM chargeback").pl()
+    got = conn.sql("SELECT dimension, value, requests, output_tokens, spend_usd, pct_spend,"
+                   " usd_per_1m_output_tokens, p50_ttft_s, p95_ttft_s, p95_tpot_s FROM chargeback").pl()
     expected = pl.DataFrame({"dimension": ["model", "tenant"], "value": ["m1", "acme"],
-                             "requests": [2, 1], "spend_usd": [0.011, 0.010],
-                             "pct_spend": [100.0, 100 * 10 / 11]})
+                             "requests": [2, 1], "output_tokens": [201, 200],
+                             "spend_usd": [0.011, 0.010], "pct_spend": [100.0, 100 * 10 / 11],
+                             "usd_per_1m_output_tokens": [1e6 * 0.011 / 201, 1e6 * 0.010 / 200],
+                             "p50_ttft_s": [0.85, 0.15], "p95_ttft_s": [0.15 + 0.95 * 1.4, 0.15],
+                             "p95_tpot_s": [5.0 / 199, 5.0 / 199]})
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
 
 
@@ -244,6 +248,23 @@ def test_fleet_timeline_minute_counts_every_arrival_with_bins_wider_than_a_minut
     run_sql(conn, "fleet_timeline_minute")
     got = conn.sql("SELECT minute_s, arrivals FROM fleet_timeline_minute ORDER BY minute_s").pl()
     assert_frame_equal(got, pl.DataFrame({"minute_s": [0.0, 300.0], "arrivals": [1, 1]}), check_dtypes=False)
+
+
+def test_fleet_timeline_minute_of_two_replicas(conn):
+    """Running and waiting sequences are fleet-wide (the replicas' means added), utilization and
+    KV use the replicas' mean: with one replica, and nobody waiting, the two read the same and a
+    test could not tell them apart."""
+    conn.execute("INSERT INTO fleet_timeline BY NAME SELECT trace, scenario, deployment,"
+                 " 1 AS replica, bin_start_s, bin_s, 0.25 AS busy_share, 3.0 AS mean_batch,"
+                 " 0.3 AS mean_kv_use, 2.0 AS mean_queue, 5.0 AS busy_gpu_s, 15.0 AS idle_gpu_s"
+                 " FROM fleet_timeline")
+    run_sql(conn, "fleet_timeline_minute")
+    got = conn.sql("SELECT replicas, utilization, sequences, kv_use, queued, busy_gpu_s, idle_gpu_s,"
+                   " spend_usd FROM fleet_timeline_minute").pl()
+    expected = pl.DataFrame({"replicas": [2], "utilization": [0.4], "sequences": [4.0],
+                             "kv_use": [0.2], "queued": [2.0], "busy_gpu_s": [16.0],
+                             "idle_gpu_s": [24.0], "spend_usd": [0.040]})
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
 
 
 def test_what_if(conn):
