@@ -294,6 +294,22 @@ def test_what_if(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=5e-7)
 
 
+def test_what_if_fleet_per_day_is_over_each_runs_own_span(conn):
+    """A lever on the same GPUs whose replay ends sooner (here 8 s instead of 10 s, the same 2
+    GPUs throughout) does not change the bill per day: each run's fleet dollars are scaled by its
+    own span. Scaled by the baseline's span, the shorter run read as -$34.56/day here (the demo's
+    tp2-fp8 read -$3.69/day); the fixture's runs of equal span could not tell the two apart."""
+    conn.execute("UPDATE request_stages SET finished_s = 10.0 WHERE request_id = 'a'")
+    conn.execute("UPDATE scenario_fleets SET span_s = 8.0, idle_gpu_s = 2 * 8.0 - 5.5"
+                 " WHERE scenario = 's'")
+    for table in SQL_TABLES:
+        for step in table.steps:
+            run_sql(conn, step)
+    row = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl().row(0, named=True)
+    assert row["delta_fleet_usd"] == pytest.approx(0.016 - 0.020, abs=5e-7)
+    assert row["delta_fleet_usd_per_day"] == 0.0
+
+
 def test_what_if_worst_trace_deltas_are_each_traces_own(conn):
     """On 'all' rows the largest change of one trace's own p95 (one trace here: the pooled
     delta); the shape rows carry none."""
