@@ -29,20 +29,27 @@ def test_scenario_coverage_counts_missing_and_extra_rows_per_scenario(tmp_path):
     assert {k: v.value for k, v in result.metadata.items()} == {"missing_rows": 1, "extra_rows": 1}
 
 
+STAGE_COLUMNS = ("queue_s", "prefill_s", "decode_s", "network_s", "prefill_gpu_s", "decode_gpu_s")
+
+
 def test_negative_stages_lists_the_impossible_rows(tmp_path):
+    """One row negative in each stage and GPU-time column the check names (a row negative in
+    queue_s alone could not show a column left out of the view), and one without e2e time."""
     path = str(tmp_path / "w.duckdb")
-    stages = pl.DataFrame({"trace": ["t"] * 3, "scenario": ["baseline"] * 3,
-                           "request_id": ["ok", "neg", "no_e2e"], "queue_s": [0.0, -1e-9, 0.0],
-                           "prefill_s": [0.1] * 3, "decode_s": [1.0] * 3, "network_s": [0.0] * 3,
-                           "prefill_gpu_s": [0.4] * 3, "decode_gpu_s": [4.0] * 3,
-                           "e2e_s": [1.1, 1.1, None]})
+    ids = ["ok", *STAGE_COLUMNS, "no_e2e"]
+    good = {"queue_s": 0.0, "prefill_s": 0.1, "decode_s": 1.0, "network_s": 0.0,
+            "prefill_gpu_s": 0.4, "decode_gpu_s": 4.0}
+    stages = pl.DataFrame({"trace": ["t"] * len(ids), "scenario": ["baseline"] * len(ids),
+                           "request_id": ids,
+                           **{c: [-1e-9 if i == c else v for i in ids] for c, v in good.items()},
+                           "e2e_s": [None if i == "no_e2e" else 1.1 for i in ids]})
     with duckdb.connect(path) as conn:
         write_table(conn, "request_stages", stages)
         run_sql(conn, "negative_stages")
         bad = conn.sql("SELECT request_id FROM negative_stages ORDER BY 1").fetchall()
-    assert bad == [("neg",), ("no_e2e",)]
+    assert bad == sorted((i,) for i in ids if i != "ok")
     result = no_negative_stage(duckdb=DuckDBResource(database=path))
-    assert not result.passed and result.metadata["bad_rows"].value == 2
+    assert not result.passed and result.metadata["bad_rows"].value == len(ids) - 1
 
 
 def test_a_wide_tables_preview_says_it_shows_part_of_its_columns():
