@@ -131,6 +131,18 @@ def test_unsorted_input_keeps_request_ids(seed):
     )
 
 
+def test_stage_batches_are_the_stages_a_slice_at_a_time(seed):
+    """The replay asset and the what-if replays write a replay's rows a slice at a time: the
+    slices are `stages`, ids included (a log without request ids numbers its rows; each slice
+    numbers on from the one before, not from 0 again)."""
+    result = replay_fleet(_requests([0.0, 0.5, 1.0, 1.5, 2.0], [100, 200, 300, 400, 500],
+                                    [5, 6, 7, 8, 9]), seed)
+    batches = list(result.stage_batches(2))
+    assert [b.height for b in batches] == [2, 2, 1]
+    assert_frame_equal(pl.concat(batches), result.stages)
+    assert result.stages["request_id"].to_list() == ["0", "1", "2", "3", "4"]
+
+
 # ---- (b) + (c) on a busy mixed trace -------------------------------------------------------------
 
 def test_invariants_on_a_mixed_burst(catalog):
