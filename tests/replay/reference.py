@@ -61,7 +61,8 @@ class Replica:
 class Outcome:
     sequences: list
     replicas: list
-    step_log: list   # (replica, start, end, batch) of every step, in the order they were formed
+    step_log: list   # (replica, start, end, batch, kv) of every step, in the order they were
+                     # formed; kv: the tokens in the KV cache of the replica's running sequences
 
 
 def blocks(tokens: int, block: int) -> int:
@@ -241,7 +242,7 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
                 s.prefill_gpu += gpu
             s.compute_gpu += (gemm if gemm_compute_bound else 0.0) + (attn if attn_compute_bound else 0.0)
         r.step_end = t + duration
-        log.append((r.index, t, r.step_end, batch))
+        log.append((r.index, t, r.step_end, batch, sum(s.ctx for s in r.running)))
 
     while True:
         r = min(fleet, key=lambda q: (q.step_end, q.index))

@@ -121,11 +121,15 @@ def test_engine_agrees_with_the_reference(case):
     assert _close(prefill_gpu, [s.prefill_gpu for s in seqs])
     assert _close(decode_gpu, [s.decode_gpu for s in seqs])
     assert _close(compute_gpu, [s.compute_gpu for s in seqs])
-    # the timeline: busy seconds and the batch integral per replica
+    # the timeline: busy seconds, the batch integral and the KV-use integral (a share of the
+    # replica's KV capacity) per replica
+    capacity = case["kv_capacity_blocks"] * case["block_tokens"]
     for r in range(case["replicas"]):
-        steps = [(end - start, batch) for k, start, end, batch in ref.step_log if k == r]
-        assert timeline[0, r].sum() == pytest.approx(sum(d for d, _ in steps), rel=REL, abs=1e-12)
-        assert timeline[1, r].sum() == pytest.approx(sum(d * b for d, b in steps), rel=REL, abs=1e-12)
+        steps = [(end - start, batch, kv) for k, start, end, batch, kv in ref.step_log if k == r]
+        assert timeline[0, r].sum() == pytest.approx(sum(d for d, _, _ in steps), rel=REL, abs=1e-12)
+        assert timeline[1, r].sum() == pytest.approx(sum(d * b for d, b, _ in steps), rel=REL, abs=1e-12)
+        assert timeline[2, r].sum() == pytest.approx(sum(d * kv for d, _, kv in steps) / capacity,
+                                                     rel=REL, abs=1e-12)
 
 
 def test_reference_agrees_on_a_long_decode_run_across_a_bound_flip():
