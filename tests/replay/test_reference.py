@@ -194,6 +194,12 @@ def test_invariants(requests, replicas, chunked, kv_fraction, block, router, bin
     in_system = float(((tl["mean_queue"] + tl["mean_running"]) * tl["bin_s"]).sum())
     assert in_system == pytest.approx(float((s["finished_s"] - s["arrival_s"]).sum()),
                                       rel=1e-9, abs=1e-9)
+    # ... and each side of it alone where no request went back to the queue: waiting is the
+    # queue time (fleet_timeline_minute.queued), running the rest (their sum alone cannot tell
+    # the two series apart)
+    if s["preemptions"].sum() == 0:
+        waited = float((tl["mean_queue"] * tl["bin_s"]).sum())
+        assert waited == pytest.approx(float(s["queue_s"].sum()), rel=1e-9, abs=1e-9)
     assert (tl["mean_kv_use"] <= 1 + 1e-12).all()
     assert (tl["busy_share"] <= 1 + 1e-9).all()
 
