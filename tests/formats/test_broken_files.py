@@ -413,6 +413,9 @@ def generic_csv(tmp_path: Path, rows: list[dict]) -> Path:
     ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "latency": True}, {}, "latency is not a number: 'true'"),
     ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "ttft": -0.5}, {},
      "ttft is -0.5: not a latency in seconds (0 to 86400)"),
+    # beyond a day (README "Bad input"): milliseconds read as seconds, say
+    ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "latency": 90000.0}, {},
+     "latency is 90000.0: not a latency in seconds (0 to 86400)"),
     ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "ttft_s": "x"}, {}, "ttft_s is not a number: 'x'"),
     ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "e2e_s": [1]}, {}, "e2e_s is not a number: '[1]'"),
     ("g.csv", {"first": 0.1, "total": 1}, {"first": "x", "total": 1}, GENERIC_CSV, "first is not a number: 'x'"),
