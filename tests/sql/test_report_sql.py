@@ -58,10 +58,15 @@ def conn():
             "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
             "idle_gpu_s": [4.5, None], "span_s": [5.1, None],
             "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
-        for table in SQL_TABLES:  # the report assets' steps, in the order the bench runs them
-            for step in table.steps:
-                run_sql(c, step)
+        _build_report_tables(c)
         yield c
+
+
+def _build_report_tables(conn) -> None:
+    """The report assets' steps, in the order the bench runs them."""
+    for table in SQL_TABLES:
+        for step in table.steps:
+            run_sql(conn, step)
 
 
 def test_request_costs(conn):
@@ -302,9 +307,7 @@ def test_what_if_fleet_per_day_is_over_each_runs_own_span(conn):
     conn.execute("UPDATE request_stages SET finished_s = 10.0 WHERE request_id = 'a'")
     conn.execute("UPDATE scenario_fleets SET span_s = 8.0, idle_gpu_s = 2 * 8.0 - 5.5"
                  " WHERE scenario = 's'")
-    for table in SQL_TABLES:
-        for step in table.steps:
-            run_sql(conn, step)
+    _build_report_tables(conn)
     row = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl().row(0, named=True)
     assert row["delta_fleet_usd"] == pytest.approx(0.016 - 0.020, abs=5e-7)
     assert row["delta_fleet_usd_per_day"] == 0.0
@@ -361,9 +364,7 @@ def test_what_if_worst_trace_delta_is_one_traces_own_when_the_pooled_p95_improve
                  " FROM scenario_stages WHERE trace = 't'")
     conn.execute("INSERT INTO scenario_fleets BY NAME SELECT 'u' AS trace, * EXCLUDE (trace)"
                  " FROM scenario_fleets WHERE trace = 't'")
-    for table in SQL_TABLES:
-        for step in table.steps:
-            run_sql(conn, step)
+    _build_report_tables(conn)
     row = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl().row(0, named=True)
     pooled = (0.5 + 0.85 * 0.5) - (0.3 + 0.85 * 1.25)   # p95 of 4 TTFTs: 1.3625 → 0.925 s
     assert row["delta_p95_ttft_s"] == pytest.approx(pooled) and pooled < 0
