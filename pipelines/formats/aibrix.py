@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
-
 from pipelines.formats.common import IngestResult, Policies
 from pipelines.formats.jsonlog import count, number, object_rows, text, value
 from pipelines.formats.rows import Labels, finish
