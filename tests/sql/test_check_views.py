@@ -53,7 +53,7 @@ def test_negative_stages_lists_the_impossible_rows(tmp_path):
 
 
 def test_a_wide_tables_preview_says_it_shows_part_of_its_columns():
-    """The metadata preview keeps the first 12 columns; what_if has 27, and its preview hid the
+    """The metadata preview keeps the first 12 columns; what_if has 25, and its preview hid the
     p95 and fleet columns without a word."""
     with duckdb.connect() as conn:
         conn.execute("CREATE TABLE wide AS SELECT " + ", ".join(f"{i} AS c{i}" for i in range(20)))
