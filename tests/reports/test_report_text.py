@@ -9,9 +9,11 @@ from pipelines.reports.text import (
     WHAT_IF_COLUMNS,
     WHAT_IF_NOTE,
     ReportTables,
+    headline,
     headline_facts,
     _fmt,
     summary_lines,
+    what_if_scenarios,
 )
 
 
@@ -153,3 +155,55 @@ def test_a_fleet_of_one_token_answers_still_gets_a_lever():
         worst_trace_delta_p95_tpot_s=pl.lit(None, pl.Float64), delta_p95_tpot_s=pl.lit(None, pl.Float64))
     [*_, lever] = headline_facts(_tables(what_if))
     assert "the best lever that keeps every trace's p95 latency no worse, 'lever'" in lever.text
+
+
+def test_the_headline_lever_is_the_one_that_frees_the_most_per_day():
+    """Of two levers that keep every trace's p95 no worse, the headline names the larger daily
+    saving, whichever order the table lists them in."""
+    for order in ((-8.0, -20.0), (-20.0, -8.0)):
+        what_if = pl.concat([_what_if(d, -0.15, scenario=f"save-{-d:.0f}") for d in order])
+        [*_, lever] = headline_facts(_tables(what_if))
+        assert "'save-20'" in lever.text and "$480/day" in lever.text
+
+
+def test_a_lever_that_makes_one_traces_tpot_worse_is_not_the_headlines():
+    """The TPOT side of the same rule: a trace whose own p95 TPOT gets worse rules the lever out."""
+    what_if = pl.concat([
+        _what_if(-20.0, -0.2, scenario="slower-tokens").with_columns(
+            worst_trace_delta_p95_tpot_s=pl.lit(0.002)),
+        _what_if(-8.0, -0.15, scenario="safe")])
+    [*_, lever] = headline_facts(_tables(what_if))
+    assert "'safe'" in lever.text
+
+
+def test_a_lever_that_barely_moves_the_bill_still_says_the_fleet_must_be_resized():
+    """Freeing $192/day of busy GPUs while the bill moves by -$3.60/day (a replay that ends a
+    little sooner) is not a resized fleet: the note stays."""
+    [*_, lever] = headline_facts(_tables(_what_if(-8.0, -0.15)))
+    assert "changes by -$4/day: a fleet of fixed size saves busy dollars only once it is resized" \
+        in lever.text
+
+
+def test_without_a_lever_the_headline_is_where_the_money_goes():
+    """When every scenario costs more or makes some trace's p95 worse, the headline has no
+    second sentence (it is not an IndexError)."""
+    what_if = _what_if(-8.0, -0.15, worst_trace_ttft=0.2)
+    assert len(headline_facts(_tables(what_if))) == 3
+    text = headline(_tables(what_if))
+    assert text.startswith("Decode owns 80% of attributed GPU spend;") and text.endswith("the fleet cost.")
+
+
+def test_the_what_if_table_lists_the_scenarios_by_daily_saving():
+    """The report's and the summary's what-if table: the largest saving first, skipped scenarios
+    under it with their reason, not as rows."""
+    what_if = pl.concat([_what_if(-8.0, 0.0, scenario="small"), _what_if(-20.0, 0.0, scenario="big"),
+                         _what_if(5.0, 0.0, scenario="dearer"),
+                         _what_if(0.0, 0.0, scenario="tp3").with_columns(
+                             delta_usd_per_day=pl.lit(None, pl.Float64), skipped=pl.lit("no tp 3"))])
+    replayed, skipped = what_if_scenarios(what_if)
+    assert replayed["scenario"].to_list() == ["big", "small", "dearer"]
+    assert skipped == ["`tp3`: no tp 3"]
+
+
+def test_a_whole_number_cell_has_thousands_separators():
+    assert [_fmt(v) for v in (28185, 7, -1200)] == ["28,185", "7", "-1,200"]
