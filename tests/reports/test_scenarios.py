@@ -170,6 +170,24 @@ def test_fp8_halves_weight_and_kv_bytes(catalog, baseline):
     assert d.efficiency == baseline.efficiency
 
 
+def test_a_scenario_keeps_the_baselines_own_factors_and_network(catalog):
+    """A fleet whose efficiency factors and network were set (calibrated, or written in
+    deployments.csv) keeps them under a scenario on the same GPU, and its network under any:
+    the what-if changes only what the scenario names. (On a baseline of the catalog's defaults
+    the two cannot be told apart from the GPU family's defaults.)"""
+    from pipelines.roofline.deployment import Network
+
+    network = Network(one_way_s=0.1, bytes_per_token=300.0, bandwidth_bytes_per_s=1e6)
+    tuned = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4, replicas=3, name="tuned",
+                          compute_efficiency=0.31, bandwidth_efficiency=0.52, step_overhead_s=0.004,
+                          layer_overhead_s=2e-5, network=network)
+    fp8 = scenario_deployment(catalog, tuned, Scenario("fp8", "d", weights="fp8", kv_cache="fp8"))
+    assert fp8.efficiency == tuned.efficiency and fp8.network == network
+    swapped = scenario_deployment(catalog, tuned, Scenario("h200", "d", gpu="h200-sxm"))
+    assert swapped.network == network
+    assert swapped.efficiency.compute_efficiency != 0.31   # the H200's own factors
+
+
 def test_fleet_shape_and_batch_limits(catalog, baseline):
     d = scenario_deployment(catalog, baseline, Scenario("t", "d", tp=2, weights="fp8", kv_cache="fp8",
                                                         replicas=6, max_seqs=32))
@@ -277,6 +295,13 @@ def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, con
     assert fleets.height == 4 and fleets["usd_per_gpu_hour"].to_list() == [6.155] * 4
     assert fleets.filter(pl.col("scenario") == "r2")["replicas"].to_list() == [2, 2]
     assert (fleets["idle_gpu_s"] >= 0).all() and (fleets["span_s"] > 0).all()
+    # each fleet's idle GPU-seconds are what its GPUs did not spend on requests over its span
+    # (what_if's fleet dollars price them)
+    attributed = stages.group_by("scenario", "trace").agg(pl.col("gpu_s").sum())
+    fleets_gpu_s = fleets.join(attributed, on=["scenario", "trace"])
+    capacity = fleets_gpu_s["replicas"] * fleets_gpu_s["gpus_per_replica"] * fleets_gpu_s["span_s"]
+    assert (fleets_gpu_s["gpu_s"] + fleets_gpu_s["idle_gpu_s"]).to_list() == pytest.approx(
+        capacity.to_list(), rel=1e-9)
     assert fleets["skipped"].is_null().all()
 
 
