@@ -208,3 +208,19 @@ def test_a_file_that_options_would_read_is_told_where_its_sidecar_goes(inbox):
             f"(the folder ingest takes read_trace options, format= included, from a sidecar JSON object "
             f"{inbox / name}.fleetspend.json; README \"Per-file options\")")
     assert "sidecar" not in failed[str(inbox / "empty.csv")]
+
+
+def test_the_folder_ingest_lists_logs_only(tmp_path):
+    """What the folder ingest and the inbox sensor read: every known suffix, compressed or not;
+    never a hidden file (macOS leaves a binary `._name` beside each file copied to a foreign
+    disk, an office suite its `.~lock.name#`), an option sidecar whatever its case, a README,
+    another suffix or a folder."""
+    from pipelines.formats.source import trace_files
+
+    logs = ["a.csv", "b.jsonl.gz", "c.JSON", "d.parquet.zst"]
+    others = ["._a.csv", ".hidden.jsonl", "a.csv.FLEETSPEND.JSON", "README.md", "notes.txt"]
+    for name in logs + others:
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "folder.csv").mkdir()
+    assert [p.name for p in trace_files(tmp_path)] == logs
+    assert trace_files(tmp_path / "absent") == []
