@@ -206,7 +206,7 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
 
 def change_text(baseline: Deployment, s: Scenario) -> str:
     """What the scenario changes on *this* baseline, in its own numbers ("tp 4 → 2; replicas
-    3 → 6 (12 → 12 GPUs per trace)"): the description in scenarios.csv is prose written once,
+    3 → 6; 12 → 12 GPUs per trace"): the description in scenarios.csv is prose written once,
     for one fleet, and would be wrong on another."""
     before = {"GPU": baseline.gpu.gpu, "tp": baseline.tp, "weights": baseline.weight_dtype,
               "KV cache": baseline.kv_dtype, "replicas": baseline.replicas,
@@ -229,7 +229,7 @@ def change_text(baseline: Deployment, s: Scenario) -> str:
 
 
 def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deployment) -> str:
-    """The price a GPU swap moves to, and whose ("; price $6.155 → $8.6 per GPU-hour (coreweave
+    """The price a GPU swap moves to, and whose ("; price $6.155 → $8.60 per GPU-hour (coreweave
     on-demand)"), with why where it is not the baseline's provider and plan; "" on the same
     GPU (same price)."""
     if deployment.gpu.gpu == baseline.gpu.gpu:
