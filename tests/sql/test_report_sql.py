@@ -299,6 +299,18 @@ def test_what_if(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=5e-7)
 
 
+def test_what_if_prices_a_scenario_at_its_own_gpu_price(conn):
+    """A GPU swap's busy and fleet dollars are its GPU-seconds at the scenario fleet's price
+    (scenario_fleets.usd_per_gpu_hour), not the baseline's: here half the GPU-seconds at twice
+    the price cost what the baseline did. (The fixture's scenario had the baseline's price, so
+    pricing it at the baseline's could not be told apart.)"""
+    conn.execute("UPDATE scenario_fleets SET usd_per_gpu_hour = 2 * ? WHERE scenario = 's'", [PRICE])
+    _build_report_tables(conn)
+    row = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl().row(0, named=True)
+    assert row["spend_usd"] == pytest.approx(0.011) and row["delta_usd"] == 0.0
+    assert row["fleet_spend_usd"] == pytest.approx((5.5 + 4.5) * 0.002)
+
+
 def test_what_if_fleet_per_day_is_over_each_runs_own_span(conn):
     """A lever on the same GPUs whose replay ends sooner (here 8 s instead of 10 s, the same 2
     GPUs throughout) does not change the bill per day: each run's fleet dollars are scaled by its
@@ -360,7 +372,8 @@ def test_what_if_worst_trace_delta_is_one_traces_own_when_the_pooled_p95_improve
                  " * EXCLUDE (trace, request_id) FROM requests WHERE trace = 't'")
     conn.execute("INSERT INTO scenario_stages BY NAME SELECT 'u' AS trace, scenario, deployment,"
                  " 'u' || request_id AS request_id, gpu_s,"
-                 " CASE request_id WHEN 'a' THEN 0.4 ELSE 0.5 END AS ttft_s, tpot_s"
+                 " CASE request_id WHEN 'a' THEN 0.4 ELSE 0.5 END AS ttft_s,"
+                 " CASE WHEN tpot_s IS NOT NULL THEN 0.03 END AS tpot_s"
                  " FROM scenario_stages WHERE trace = 't'")
     conn.execute("INSERT INTO scenario_fleets BY NAME SELECT 'u' AS trace, * EXCLUDE (trace)"
                  " FROM scenario_fleets WHERE trace = 't'")
@@ -369,4 +382,6 @@ def test_what_if_worst_trace_delta_is_one_traces_own_when_the_pooled_p95_improve
     pooled = (0.5 + 0.85 * 0.5) - (0.3 + 0.85 * 1.25)   # p95 of 4 TTFTs: 1.3625 → 0.925 s
     assert row["delta_p95_ttft_s"] == pytest.approx(pooled) and pooled < 0
     assert row["worst_trace_delta_p95_ttft_s"] == pytest.approx((0.4 + 0.95 * 0.1) - (0.2 + 0.95 * 0.1))
+    # t's answers stream faster (0.02 s a token), u's slower (0.03 s): the worst is u's
+    assert row["worst_trace_delta_p95_tpot_s"] == pytest.approx(0.03 - 5.0 / 199)
     assert row["requests"] == 4 and conn.execute("SELECT count(*) FROM what_if WHERE scenario = 'k'").fetchone() == (1,)
