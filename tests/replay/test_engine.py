@@ -256,6 +256,36 @@ def test_request_longer_than_the_kv_cache_is_refused(seed):
         replay(_requests([0.0, 1.0], [100, too_long], [10, 10]), seed)
 
 
+def test_a_request_that_fills_the_kv_cache_exactly_is_replayed(seed):
+    """The last token's KV is never written: prompt + output - 1 tokens fill the cache, so a
+    request of exactly that size replays (one token more is refused)."""
+    capacity = seed.kv_capacity_tokens
+    row = replay(_requests([0.0], [capacity - 9], [10]), seed).row(0, named=True)
+    assert row["output_tokens"] == 10 and row["preemptions"] == 0
+    with pytest.raises(ReplayError, match=str(capacity)):
+        replay(_requests([0.0], [capacity - 8], [10]), seed)
+
+
+def test_the_timeline_limit_counts_every_replica(seed, monkeypatch):
+    """The fleet timeline has a row per replica and bin: ten replicas over 200 one-minute bins
+    need 2,020 cells, over a limit of 1,000, though one replica's 202 are not."""
+    monkeypatch.setattr("pipelines.replay.api.MAX_TIMELINE_CELLS", 1000)
+    requests = _requests([0.0, 200 * 60.0], [100, 100], [5, 5])
+    assert replay(requests, seed).height == 2
+    with pytest.raises(ReplayError, match=r"10 replicas x 60-s bins would need a fleet timeline of"
+                                          r" 2,020 cells, over the 1,000"):
+        replay(requests, dataclasses.replace(seed, replicas=10))
+
+
+def test_a_request_is_bound_by_the_resource_of_most_of_its_gpu_seconds(seed):
+    """A long prompt with a short answer spends most (not all) of its GPU-seconds in its
+    compute-bound prefill: compute; a short prompt with a long answer: memory."""
+    stages = replay(_requests([0.0, 100.0], [5000, 100], [20, 500]), seed)
+    share = stages["compute_gpu_s"] / stages["gpu_s"]
+    assert 0.5 < share[0] < 0.95 and share[1] < 0.5
+    assert stages["bound"].to_list() == ["compute", "memory"]
+
+
 @pytest.mark.parametrize(
     ("prompt", "output", "cached"),
     [(100, 0, 0), (0, 10, 0), (-5, 10, 0), (100, 10, 100), (100, 10, -1)],
