@@ -2,7 +2,7 @@
 DOM) with no network, and the screenshot is not a blank page.
 
 Chromium comes from the Debian package `chromium` (`make test` installs it when it can, see the
-Makefile's `browser` target); without it these tests skip and say so. docs/report.png was taken with the same
+Makefile's `browser` target); without it the two tests that open the page skip and say so. docs/report.png was taken with the same
 flags and window as `test_screenshot_is_not_blank` (pytest -s prints where its copy lands)."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import pytest
 from pipelines.reports.text import CHARTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH: `make browser` (root, "
-                                "Debian) or `apt-get install chromium` installs it")
+# Only the tests that open the page need a browser (test_report_is_self_contained reads the file).
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH: `make browser`"
+                                    " (root, Debian) or `apt-get install chromium` installs it")
 WIDTH, HEIGHT = 1200, 5000
 
 
@@ -75,6 +76,7 @@ def test_report_is_self_contained(page):
     assert text.count("vegaEmbed('#chart-") == len(CHARTS)
 
 
+@needs_chromium
 def test_every_chart_is_drawn_by_vega(page, tmp_path):
     dom = chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
     parser = ChartMarks()
@@ -85,6 +87,7 @@ def test_every_chart_is_drawn_by_vega(page, tmp_path):
     assert "Decode owns" in dom
 
 
+@needs_chromium
 def test_screenshot_is_not_blank(page, tmp_path):
     shot, blank = tmp_path / "report.png", tmp_path / "blank.png"
     empty = tmp_path / "empty.html"
