@@ -68,6 +68,22 @@ def test_replay_replaces_both_tables(tmp_path):
     assert metadata["prefix_cache_hit_rate"].value == {"a": None, "b": None}
 
 
+def test_the_run_log_gives_no_hit_rate_for_a_trace_without_prefix_hashes(tmp_path):
+    """The metadata's rate is null for a trace without prefix hashes (90d4152); the run log's
+    line for the trace said "prefix-cache hit rate 0.0%" all the same, as if the cache had found
+    nothing, on every run of the demo's Azure traces."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("a", [100, 200]))
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([replayed_fleet], instance=instance,
+                                resources={"duckdb": DuckDBResource(database=str(path))})
+        lines = [entry.user_message for entry in instance.all_logs(result.run_id)
+                 if entry.user_message.startswith("a: replayed 2 requests")]
+    assert len(lines) == 1, lines
+    assert "no prefix hashes" in lines[0] and "hit rate 0.0%" not in lines[0]
+
+
 def test_the_deployment_setting_holds_for_runs_without_config_and_config_overrides_it(tmp_path,
                                                                                     monkeypatch):
     """The nightly schedule, the inbox sensor and a cron line start runs without run config: the

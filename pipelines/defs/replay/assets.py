@@ -124,11 +124,12 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
                            first=number == 0)
                 hashed = "prefix_hashes" in frame.columns and frame["prefix_hashes"].is_not_null().any()
                 hit_rates[trace] = result.cache_hit_rate if hashed else None   # no hashes: no rate
+                hits = (f"prefix-cache hit rate {result.cache_hit_rate:.1%}" if hashed
+                        else "no prefix hashes: no prefix-cache hit rate")
                 context.log.info(f"{trace}: replayed {frame.height:,} requests over"
                                  f" {result.span_s:,.0f} s on {deployment.replicas} x"
                                  f" {deployment.gpus_per_replica} {deployment.gpu.gpu} in"
-                                 f" {time.perf_counter() - started:.1f} s (prefix-cache hit rate"
-                                 f" {result.cache_hit_rate:.1%})")
+                                 f" {time.perf_counter() - started:.1f} s ({hits})")
                 del result  # not held while the next trace replays
                 started = time.perf_counter()
         except ReplayError as exc:
