@@ -1,5 +1,6 @@
 """Which format a file is in, from its content (never its name): the first bytes and the first
-non-blank line (a CSV header, a JSON object's keys, or the opening of a JSON array)."""
+non-blank line (a CSV header, a JSON object's keys, or the opening of a JSON array or of an
+indented JSON document, whose keys are then looked for in the first 64 KiB)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ def detect(plain: Path, shown: Path) -> str:
         if '"number_input_tokens"' in head:
             return "llmperf"
     elif first.startswith("{"):
+        # BurstGPT-vLLM's log is one JSON document: saved indented, its first line is "{" alone
+        # and its keys follow (the JSONL formats below keep each object on its own line)
+        if first == "{" and '"event_id"' in head:
+            return "burstgpt-vllm"
         for key, name in (('"event_id"', "burstgpt-vllm"), ('"hash_ids"', "mooncake"), ('"input_length"', "mooncake"),
                           ('"usage"', "openai-usage"), ('"output_tokens"', "aibrix")):
             if key in first:

@@ -276,6 +276,18 @@ def vllm(tmp_path: Path, rows: list[dict], **options):
                       **{"out_len_per_token": 6.5, **options})
 
 
+def test_a_pretty_printed_burstgpt_vllm_log_is_recognised(tmp_path):
+    """The log is one JSON document; saved indented (json.dump(..., indent=2), an editor's
+    formatter) its first line is "{" alone, and detection said "cannot tell the log format from
+    its first line '{'" although the reader reads it as it reads the one-line file."""
+    entries = {str(i): {**VLLM_ROW, "event_id": i, "record_time": 10.0 + i} for i in range(3)}
+    pretty = write(tmp_path / "pretty.json", json.dumps(entries, indent=2))
+    one_line = write(tmp_path / "one_line.json", json.dumps(entries))
+    got, expected = (read_trace(p, out_len_per_token=6.5) for p in (pretty, one_line))
+    assert got.format == "burstgpt-vllm" and got.rows.height == 3
+    assert got.requests.drop("trace", "request_id").equals(expected.requests.drop("trace", "request_id"))
+
+
 @pytest.mark.parametrize(("reader", "bad_row", "reason"), [
     (llmperf, {k: v for k, v in LLMPERF_ROW.items() if k != "number_output_tokens"},
      "number_output_tokens is not a whole number in range: 'missing'"),
