@@ -65,6 +65,7 @@ def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
         == [(512, 1)]
     checks = {e.check_name: e for e in first.get_asset_check_evaluations()}
     assert checks["rows_read_equal_accepted_plus_rejected"].passed
+    assert checks["rows_read_equal_accepted_plus_rejected"].description is None
     assert checks["rows_read_equal_accepted_plus_rejected"].metadata["files"].value == 2
     assert not checks["every_trace_file_ingested"].passed
     assert checks["every_trace_file_ingested"].metadata["failed_files"].value == ["broken.csv"]
@@ -298,6 +299,11 @@ def test_balance_check_fails_when_a_row_goes_missing(inbox, tmp_path):
     assert not result.passed
     assert result.metadata["unbalanced_files"].value == [str(inbox / "vidur_splitwise_code.excerpt.csv")]
     assert "| 20 | 20 | 0 | 19 | 0 | NO |" in result.metadata["per_file"].value
+    # a failed blocking check stops the run, which publishes nothing: its one line in the run
+    # log says which file and which counts disagree, as the replay and report checks do
+    assert result.description == (f"{inbox / 'vidur_splitwise_code.excerpt.csv'}: 20 rows read,"
+                                  f" 20 accepted + 0 rejected, but requests holds 19 and"
+                                  f" rejected_requests 0")
 
 
 def test_an_unreadable_file_fails_alone(inbox, tmp_path, monkeypatch):
