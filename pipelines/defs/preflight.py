@@ -68,6 +68,21 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
     return chosen
 
 
+def _unknown_fields(op: str, cfg: dict, problems: list[str]) -> None:
+    """A field the step's config class does not have (`deplyment`): Dagster refuses the whole run
+    config with a stack trace after the preflight said it was ok, so it is a problem here, named
+    with the fields the step takes. The classes are imported here: the calibration assets
+    import this module."""
+    from pipelines.defs.calibration.assets import CalibrationConfig
+    from pipelines.defs.replay.assets import ReplayConfig
+
+    fields = {REPLAY_OP: ReplayConfig, CALIBRATION_OP: CalibrationConfig}[op].model_fields
+    for name in cfg:
+        if name not in fields:
+            problems.append(f"run config ops.{op}.config.{name}: no such field; expected one of"
+                            f" {', '.join(sorted(fields))}")
+
+
 def run_choices(run_config) -> RunChoices:
     """The deployment names a run config chooses (any asset config field named `deployment`, and
     the calibration's per-trace `deployments`); the replay's, or when it names none (or null)
@@ -83,6 +98,7 @@ def run_choices(run_config) -> RunChoices:
                             f" one of {', '.join(CONFIGURABLE_OPS)}")
             continue
         cfg = _mapping(_mapping(body, f"ops.{op}", problems).get("config"), f"ops.{op}.config", problems)
+        _unknown_fields(op, cfg, problems)
         replay_options(cfg, f"ops.{op}.config", problems)
         if cfg.get("deployment") is not None:  # null, as Dagster takes it, is no choice
             if isinstance(cfg["deployment"], str):

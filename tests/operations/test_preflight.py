@@ -233,6 +233,11 @@ def test_a_null_deployment_names_none(tmp_path, monkeypatch, capsys, op):
     ("ops:\n  replayd_fleet:\n    config:\n      deployment: seed-example\n",
      "run config ops.replayd_fleet: no step of that name takes a config; expected one of"
      " calibrated, replayed_fleet"),
+    ("ops:\n  replayed_fleet:\n    config:\n      deplyment: seed-example\n",
+     "run config ops.replayed_fleet.config.deplyment: no such field; expected one of deployment,"
+     " router, timeline_bin_s"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metric: [ttft]\n",
+     "run config ops.calibrated.config.fit_metric: no such field; expected one of candidates,"),
     ("ops:\n  replayed_fleet:\n    config:\n      router: fastest\n",
      "run config ops.replayed_fleet.config.router: 'fastest', expected one of round_robin,"),
     ("ops:\n  calibrated:\n    config:\n      router: nope\n",
