@@ -151,6 +151,22 @@ def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     assert second.run_key != request.run_key
 
 
+def test_inbox_sensor_names_a_missing_folder_and_keeps_its_cursor(inbox):
+    """A trace folder that is not there (mistyped, unmounted) is named as such, not reported as
+    holding no new files, and what the sensor knew of its files is kept for its return."""
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    context = dg.build_sensor_context(cursor=None)
+    assert isinstance(trace_inbox_sensor(context), dg.RunRequest)
+    moved = inbox.rename(inbox.with_name("elsewhere"))
+    missing = dg.build_sensor_context(cursor=context.cursor)
+    skip = trace_inbox_sensor(missing)
+    assert isinstance(skip, dg.SkipReason)
+    assert skip.skip_message.startswith(f"FLEETSPEND_TRACE_DIR={inbox}: no such folder")
+    assert missing.cursor == context.cursor
+    moved.rename(inbox)
+    assert isinstance(trace_inbox_sensor(dg.build_sensor_context(cursor=missing.cursor)), dg.SkipReason)
+
+
 def test_inbox_sensor_ignores_a_file_removed_while_listing(inbox, monkeypatch):
     """A file listed, then removed before its stat, is not in the folder: no run for it."""
     shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)

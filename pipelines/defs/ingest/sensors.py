@@ -32,6 +32,9 @@ ingest_job = dg.define_asset_job(
 @dg.sensor(job=ingest_job, minimum_interval_seconds=60)
 def trace_inbox_sensor(context: dg.SensorEvaluationContext):
     folder = settings.trace_dir()
+    if not folder.is_dir():   # unset, mistyped or unmounted: says nothing of the files, cursor kept
+        return dg.SkipReason(f"FLEETSPEND_TRACE_DIR={folder}: no such folder; expected the folder"
+                             f" of request logs to watch")
     seen = json.loads(context.cursor) if context.cursor else {}
     listing = {}
     for path in trace_files(folder):
