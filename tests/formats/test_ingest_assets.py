@@ -151,6 +151,30 @@ def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     assert second.run_key != request.run_key
 
 
+def test_inbox_sensor_requests_a_run_when_a_file_is_removed(inbox):
+    """Removing a file (a bad upload) asks for the run that drops its rows and its failed
+    entry; moving it back in, with its size and mtime, asks again under a new run key (Dagster
+    skips a request whose key it has seen, which would leave the file out until the nightly)."""
+    (inbox / "bad.csv").write_bytes(bytes(range(256)))
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    first = dg.build_sensor_context(cursor=None)
+    request = trace_inbox_sensor(first)
+    assert isinstance(request, dg.RunRequest)
+    moved = (inbox / "bad.csv").rename(inbox.parent / "bad.csv")
+    gone = dg.SensorEvaluationContext(instance_ref=None, cursor=first.cursor,
+                                      last_run_key=request.run_key)
+    removal = trace_inbox_sensor(gone)
+    assert isinstance(removal, dg.RunRequest)
+    assert removal.tags["fleetspend/removed_trace_files"] == "1"
+    assert removal.tags["fleetspend/new_trace_files"] == "0"
+    moved.rename(inbox / "bad.csv")
+    back = dg.SensorEvaluationContext(instance_ref=None, cursor=gone.cursor,
+                                      last_run_key=removal.run_key)
+    again = trace_inbox_sensor(back)
+    assert isinstance(again, dg.RunRequest) and again.tags["fleetspend/new_trace_files"] == "1"
+    assert again.run_key not in (request.run_key, removal.run_key)
+
+
 def test_inbox_sensor_names_a_missing_folder_and_keeps_its_cursor(inbox):
     """A trace folder that is not there (mistyped, unmounted) is named as such, not reported as
     holding no new files, and what the sensor knew of its files is kept for its return."""

@@ -1,5 +1,7 @@
 """The trace inbox: a sensor on the trace folder (FLEETSPEND_TRACE_DIR) that asks for an ingest
-run (and everything downstream of it) when a log file appears or changes.
+run (and everything downstream of it) when a log file appears, changes or is removed (the run
+drops a removed file's rows, and its failed_trace_files entry, so the warehouse mirrors the
+folder).
 
 The cursor is the folder's listing as {path: "size:mtime_ns"} (plus the same of the file's
 option sidecar, when it has one, so editing a sidecar asks for a run): cheap to take every 60 s even
@@ -44,11 +46,23 @@ def trace_inbox_sensor(context: dg.SensorEvaluationContext):
         sidecar = _stamp(sidecar_of(path))
         listing[str(path)] = stamp if sidecar is None else f"{stamp}|{sidecar}"
     new = sorted(path for path, stamp in listing.items() if seen.get(path) != stamp)
+    removed = sorted(set(seen) - set(listing))   # the run drops their rows (and failed entries)
     context.update_cursor(json.dumps(listing, sort_keys=True))
-    if not new:
-        return dg.SkipReason(f"no new or changed trace files in {folder}")
-    key = hashlib.sha256(json.dumps({p: listing[p] for p in new}, sort_keys=True).encode()).hexdigest()[:16]
-    return dg.RunRequest(run_key=key, tags={"fleetspend/new_trace_files": str(len(new))})
+    if not new and not removed:
+        return dg.SkipReason(f"no new, changed or removed trace files in {folder}")
+    return dg.RunRequest(run_key=_run_key(context.last_run_key, {p: listing[p] for p in new},
+                                          {p: seen[p] for p in removed}),
+                         tags={"fleetspend/new_trace_files": str(len(new)),
+                               "fleetspend/removed_trace_files": str(len(removed))})
+
+
+def _run_key(last: str | None, new: dict[str, str], removed: dict[str, str]) -> str:
+    """A key for this tick's changes, chained to the sensor's previous run key: the same change
+    can come twice (a file moved out of the folder and back keeps its size and mtime), and
+    Dagster drops a run request whose key it has already seen, which would leave the file out
+    until the nightly run."""
+    changes = {"after": last, "new": new, "removed": removed}
+    return hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _stamp(path) -> str | None:
