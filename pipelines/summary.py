@@ -9,6 +9,7 @@ through."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import timezone
@@ -92,6 +93,23 @@ def lack_message(path: Path, lacks: list[tuple[str, str | None]]) -> str:
             f" this release (`make demo`, or the nightly job)")
 
 
+# DuckDB's words for a file another process holds read-write (its program and PID).
+LOCK_HELD = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+
+
+def unreadable_message(path: Path, exc: duckdb.Error) -> str:
+    """One line for a warehouse DuckDB would not open. A read-write session of another process
+    (an analyst's `duckdb` without -readonly) locks the file until a run publishes a new one;
+    DuckDB's message names the process but not what to do, so this says it."""
+    first = str(exc).splitlines()[0]
+    held = LOCK_HELD.search(first)
+    if held is None:
+        return f"fleetspend: cannot read the warehouse {path}: {first}"
+    return (f"fleetspend: cannot read the warehouse {path}: a read-write session holds it"
+            f" (PID {held[2]}, {held[1]}); close that session, or open the warehouse with"
+            f" `duckdb -readonly`, then run the summary again")
+
+
 def main(top: int = 10) -> int:
     """Print the summary; 1, with one line on stderr, where there is nothing to summarize: no
     warehouse, a file that is not one, or one without a table or column the summary reads."""
@@ -110,8 +128,7 @@ def main(top: int = 10) -> int:
             ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
             failed = run_sql(conn, "summary_failed_files").fetchall()
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
-        print(f"fleetspend: cannot read the warehouse {path}: {str(exc).splitlines()[0]}",
-              file=sys.stderr)
+        print(unreadable_message(path, exc), file=sys.stderr)
         return 1
     _print_summary(path, tables, caveats, ingested, failed, top)
     return 0

@@ -98,6 +98,28 @@ def test_summary_of_a_file_that_is_not_a_warehouse_names_it(tmp_path):
     assert f"cannot read the warehouse {warehouse}" in summary.stderr
 
 
+def test_summary_of_a_warehouse_held_read_write_says_what_to_do(tmp_path):
+    """An analyst's read-write session locks the file against the summary (not against runs):
+    the message names the holder and what to do, not only DuckDB's lock error."""
+    env = _env(tmp_path)
+    warehouse = Path(env["FLEETSPEND_WAREHOUSE"])
+    _hand_built_warehouse(warehouse, READS)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('open',"
+         " flush=True); sys.stdin.read()", str(warehouse)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "open\n"
+        run = _run([sys.executable, "-m", "pipelines.summary"], env)
+    finally:
+        holder.communicate("", timeout=60)
+    assert run.returncode == 1 and run.stdout == "" and "Traceback" not in run.stderr
+    assert run.stderr.startswith(f"fleetspend: cannot read the warehouse {warehouse}: a read-write"
+                                 f" session holds it (PID {holder.pid}, ")
+    assert run.stderr.endswith("close that session, or open the warehouse with `duckdb -readonly`,"
+                               " then run the summary again\n")
+
+
 def _hand_built_warehouse(path: Path, reads: dict[str, frozenset[str]]) -> None:
     """A warehouse file holding the tables of `reads` with those columns and no rows: what the
     summary checks before it reads anything."""
