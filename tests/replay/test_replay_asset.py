@@ -213,6 +213,22 @@ def test_a_folder_whose_every_file_cannot_be_read_names_them(tmp_path, monkeypat
     assert "cannot tell the log format" in message and "failed_trace_files" in message
 
 
+def test_a_folder_of_header_only_files_names_them(tmp_path, monkeypatch):
+    """A file with a header and no row ingests (0 read, 0 rejected); a folder of only such files
+    has nothing to replay, and the failure names them (it said only 'no file of the trace
+    folder has a usable row')."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "today.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
+    result = dg.materialize([ingested_traces, replayed_fleet], raise_on_error=False,
+                            resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert (
+        "no requests to replay: no file of the trace folder has a data row: today.csv (expected"
+        " request rows after the header)") in failure.event_specific_data.error.message
+
+
 def test_bad_replay_options_fail_naming_each(tmp_path):
     """Materialized without the preflight (a plain DuckDBResource), the asset runs its checks."""
     path = tmp_path / "w.duckdb"

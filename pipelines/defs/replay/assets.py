@@ -51,7 +51,7 @@ def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | Non
 def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
     """Why the requests table is empty, in the user's terms: every row of every file rejected,
     with each file's first rejected lines (the run publishes nothing, so rejected_requests is
-    not there to query afterwards)."""
+    not there to query afterwards), every file unreadable, or files with a header and no row."""
     files: dict[str, list] = {}
     for file, count, line, reason in run_sql(conn, "top_rejections").fetchall():
         files.setdefault(Path(file).name, [count]).append(f"line {line}: {reason}")
@@ -62,7 +62,11 @@ def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
             more = f" (and {len(unreadable) - 3} more)" if len(unreadable) > 3 else ""
             return (f"no requests to replay: no trace file could be read: {listed}{more};"
                     f" the ingest's failed_trace_files and its every_trace_file_ingested check list them")
-        return "no requests to replay: no file of the trace folder has a usable row"
+        empty = [Path(file).name for (file,) in run_sql(conn, "empty_trace_files").fetchall()]
+        listed = ": " + ", ".join(empty[:3]) if empty else ""
+        more = f" (and {len(empty) - 3} more)" if len(empty) > 3 else ""
+        return (f"no requests to replay: no file of the trace folder has a data row{listed}{more}"
+                f" (expected request rows after the header)")
     listed = "; ".join(f"{name}: {count:,} rows rejected, e.g. {', '.join(examples)}"
                        for name, (count, *examples) in files.items())
     return f"no requests to replay: every row of the trace files was rejected: {listed}"
