@@ -79,6 +79,10 @@ def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path 
 
 
 def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]) -> Iterable[str]:
+    if not reference_dir.is_dir():   # one line for the setting, not one per missing catalog file
+        yield (f"FLEETSPEND_REFERENCE_DIR={reference_dir}: no such folder; expected the catalog"
+               f" folder (gpus.csv, models.csv, deployments.csv, ...: data/reference)")
+        return
     try:
         load_shape_buckets(reference_dir)
     except CatalogError as exc:

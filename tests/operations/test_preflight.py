@@ -264,6 +264,16 @@ def test_reports_folder_must_be_writable_and_trace_folder_must_exist(tmp_path, m
                         f"the folder of request logs to ingest")
 
 
+def test_a_missing_reference_folder_is_one_line(tmp_path, monkeypatch, capsys):
+    """A mistyped FLEETSPEND_REFERENCE_DIR is named once as a missing folder (it was a line per
+    catalog file it lacks, as if the folder were there)."""
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(tmp_path / "refrence"))
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and err.splitlines()[1:] == [
+        f"- FLEETSPEND_REFERENCE_DIR={tmp_path / 'refrence'}: no such folder; expected the catalog"
+        f" folder (gpus.csv, models.csv, deployments.csv, ...: data/reference)"]
+
+
 def test_a_trace_folder_without_trace_files_is_named(tmp_path, monkeypatch, capsys):
     (tmp_path / "inbox").mkdir()
     (tmp_path / "inbox" / "README.md").write_text("logs go here\n")
