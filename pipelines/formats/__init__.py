@@ -22,7 +22,7 @@ import polars as pl
 from pipelines.formats import aibrix, azure, burstgpt, burstgpt_vllm, generic, llmperf, mooncake, openai_usage, vidur
 from pipelines.formats.common import IngestResult, Policies, TraceFormatError, sha256_of
 from pipelines.formats.detect import detect
-from pipelines.formats.source import head_text, plain_file
+from pipelines.formats.source import head_text, invalid_utf8_at, plain_file
 
 FORMATS = {
     azure.FORMAT: azure.read,
@@ -66,8 +66,12 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
         try:
             return reader(plain, path, sha256_of(path), policies, **options)
         except pl.exceptions.ComputeError as exc:  # raised while scanning, e.g. the text is not UTF-8
+            expected = _EXPECTED.get(name, f"a {name} request log")
+            if (at := invalid_utf8_at(plain)) is not None:
+                raise TraceFormatError(f"{path}: not UTF-8 text (byte {at[0]}, line {at[1]});"
+                                       f" expected {expected}") from None
             raise TraceFormatError(f"{path}: could not be read ({str(exc).splitlines()[0][:120]});"
-                                   f" expected {_EXPECTED.get(name, f'a {name} request log')}") from None
+                                   f" expected {expected}") from None
 
 
 def reader_options(name: str) -> set[str]:

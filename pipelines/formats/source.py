@@ -93,6 +93,28 @@ def head_text(path: Path, shown: Path, expected: str) -> str:
     return text.removeprefix("\ufeff")   # not utf-8-sig: it counts exc.start from after the BOM
 
 
+def invalid_utf8_at(path: Path) -> tuple[int, int] | None:
+    """The byte offset and 1-based line of the first byte of `path` that is not UTF-8, or None.
+    head_text checks only the first 64 KiB; past them the scan fails with Polars' "invalid utf-8
+    sequence", which says nowhere where, so read_trace asks this (streaming, on failure only)."""
+    carry, offset, line = b"", 0, 1
+    with path.open("rb") as handle:
+        while True:
+            chunk = handle.read(1 << 20)
+            data = carry + chunk
+            if not data:
+                return None
+            try:
+                data.decode("utf-8")
+                good, carry = len(data), b""
+            except UnicodeDecodeError as exc:
+                if not (chunk and exc.reason == "unexpected end of data"):
+                    return offset + exc.start, line + data.count(b"\n", 0, exc.start)
+                good, carry = exc.start, data[exc.start:]   # a character cut at the chunk's end
+            line += data.count(b"\n", 0, good)
+            offset += good
+
+
 def first_line(plain: Path, shown: Path, expected: str) -> tuple[int, str]:
     """The 1-based number and text of the first non-blank line (a header, or a first record)."""
     for number, text in enumerate(head_text(plain, shown, expected).split("\n"), start=1):

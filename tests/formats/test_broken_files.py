@@ -17,6 +17,7 @@ from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import Policies
 from pipelines.formats.rows import UNQUOTABLE, Labels, finish
 from pipelines.formats.sidecar import file_options
+from pipelines.formats.source import invalid_utf8_at
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 
@@ -676,6 +677,31 @@ def test_whole_json_documents_are_read_as_utf8_with_or_without_a_bom(tmp_path):
     bom = write(tmp_path / "bom_latin1.json", b"\xef\xbb\xbf" + body.encode("latin-1"))
     with pytest.raises(TraceFormatError, match=rf"not UTF-8 text \(byte {3 + body.encode('latin-1').index(0xe9)}\)"):
         read_trace(bom)   # the byte is counted from the start of the file, its BOM included
+
+
+@pytest.mark.parametrize("name, header, row", [
+    ("late.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n", "2023-11-16 18:15:46.6805900,{n},10\n"),
+    ("late.jsonl", "", '{{"timestamp": {n}, "input_length": 10, "output_length": 5, "hash_ids": [1]}}\n'),
+])
+def test_a_line_log_not_utf8_past_its_head_names_the_byte_and_line(tmp_path, name, header, row):
+    """Past the 64 KiB head_text checks, Polars' scan fails with 'invalid utf-8 sequence' and no
+    place: the message said only that, for a file of any size; it names the byte and line."""
+    lines = [header] + [row.format(n=n + 1) for n in range(3000)]
+    lines[2500] = lines[2500].replace("10", "1\xe9", 1)
+    body = "".join(lines).encode("latin-1")
+    path = write(tmp_path / name, gzip.compress(body))   # offsets are of the decompressed text
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    assert str(info.value).startswith(f"{path}: not UTF-8 text (byte {body.index(0xe9)},"
+                                      f" line {2500 + (header != '')}); expected ")
+
+
+def test_invalid_utf8_at_reads_across_a_character_cut_at_its_chunk_edge(tmp_path):
+    """A valid two-byte character straddling the 1 MiB read is not the invalid byte."""
+    body = b"a\n" * ((1 << 19) - 1) + b"x\xc3\xa9\n" + b"b\xff\n"   # \xc3 is byte 1 MiB - 1
+    assert invalid_utf8_at(write(tmp_path / "edge.csv", body)) == (body.index(b"\xff"), (1 << 19) + 1)
+    assert invalid_utf8_at(write(tmp_path / "cut.csv", body[:-3] + b"\xc3")) == (len(body) - 3, (1 << 19) + 1)
+    assert invalid_utf8_at(write(tmp_path / "fine.csv", body[:-3])) is None
 
 
 def test_a_key_written_twice_in_a_keyed_log_fails_the_file_naming_it(tmp_path):
