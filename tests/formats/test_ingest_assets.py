@@ -130,6 +130,23 @@ def test_same_trace_name_twice_fails_the_second_file_only(inbox, tmp_path):
     assert query(warehouse, "SELECT count(*) FROM requests") == [(20,)]
 
 
+def test_every_pass_logs_what_it_found_in_the_folder(inbox, tmp_path):
+    """A night with nothing new reads no file and logged nothing of the ingest: one line says
+    how many files the folder holds and what became of them."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    (inbox / "broken.csv").write_bytes(bytes(range(256)))
+    (inbox / "gone.csv").write_text((PUBLIC / "vidur_splitwise_code.excerpt.csv").read_text())
+    ingest(warehouse)
+    (inbox / "gone.csv").unlink()
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([ingest_assets.ingested_traces], instance=instance,
+                                resources={"duckdb": DuckDBResource(database=str(warehouse))})
+        lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert f"{inbox}: 2 trace file(s): 0 read, 1 unchanged since they were ingested, 1 failed;" \
+           f" 1 removed from the folder" in lines
+
+
 def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     context = dg.build_sensor_context(cursor=None)
     assert isinstance(trace_inbox_sensor(context), dg.SkipReason)
