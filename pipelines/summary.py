@@ -1,8 +1,9 @@
 """`python -m pipelines.summary`: print the fleet summary, the top request shapes and the what-if
 savings from the warehouse (read-only), and say where the warehouse and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
-leave them out), then the physics caveats of what it prices, before any dollar figure (the report
-puts a what-if fleet's under its table; here every caveat leads, a what-if one named as such).
+leave them out), and those it read with no usable row, then the physics caveats of what it
+prices, before any dollar figure (the report puts a what-if fleet's under its table; here every
+caveat leads, a what-if one named as such).
 Before reading, it checks the warehouse has every table and column it reads (`READS`), so a
 warehouse an older release built gets one line naming what it lacks, not a traceback halfway
 through."""
@@ -62,6 +63,8 @@ READS = _union(
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
     {"trace_files": ("file", "rows_accepted", "ingested_at", "sha256"),
      "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
+    {"trace_files": ("file", "rows_read", "rows_accepted"),
+     "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
 )
 
 
@@ -127,10 +130,11 @@ def main(top: int = 10) -> int:
             caveats = run_sql(conn, "report_caveats").fetchall()
             ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
             failed = run_sql(conn, "summary_failed_files").fetchall()
+            unusable = run_sql(conn, "summary_unusable_files").fetchall()
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
-    _print_summary(path, tables, caveats, ingested, failed, top)
+    _print_summary(path, tables, caveats, ingested, failed, unusable, top)
     return 0
 
 
@@ -152,6 +156,15 @@ def _failed_lines(failed: list[tuple]) -> list[str]:
     return lines
 
 
+def _unusable_lines(unusable: list[tuple]) -> list[str]:
+    """One item per row of sql/summary_unusable_files.sql: a file that ingested but gave no row
+    to the figures (its format changed upstream, say, and every line is now rejected), with
+    its first rejected line and reason; the run and its balance check both pass on it."""
+    return [f"- {file}: {rows:,} rows read, none usable, e.g. line {line}: {reason}" if rows else
+            f"- {file}: no data row (a header alone, or blank lines)"
+            for file, rows, line, reason in unusable]
+
+
 def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
     """Trace files of the folder the warehouse mirrors that it neither holds nor names as failed:
     added since the last ingest. The folder is the one its files came from, not
@@ -164,12 +177,16 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
 
 
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
-                   ingested: set[str], failed: list[tuple], top: int) -> None:
+                   ingested: set[str], failed: list[tuple], unusable: list[tuple], top: int) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one."""
     if failed:
         print(f"\n== Trace files the last ingest could not read: {len(failed)} ==")
         print("\n".join(_failed_lines(failed)))
+    if unusable:
+        print(f"\n== Trace files with no row in the figures: {len(unusable)} ==")
+        print("\n".join(_unusable_lines(unusable)))
+        print("(their rejected rows, with reasons: FROM rejected_requests WHERE source_file = ...)")
     missing = _added_since(ingested, {file for file, *_ in failed})
     if missing:
         folders = ", ".join(sorted({str(f.parent) for f in missing}))

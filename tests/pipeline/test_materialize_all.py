@@ -225,6 +225,30 @@ def test_summary_names_files_the_last_ingest_could_not_read(demo_run, tmp_path, 
     assert "Not in the warehouse yet" not in out   # new.csv is named once, as failed
 
 
+def test_summary_names_files_that_ingested_with_no_usable_row(demo_run, tmp_path, monkeypatch,
+                                                              capsys):
+    """A file whose every row is rejected (its upstream changed the time format, say) or that
+    holds a header alone ingests, the run and its balance check pass, and its trace is simply
+    absent from the figures: the summary names it, with its first rejected line, before them."""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    changed, empty = "/logs/changed.csv", "/logs/empty.csv"
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("INSERT INTO trace_files (file, trace, rows_read, rows_accepted, rows_rejected)"
+                     " VALUES (?, 'changed', 2, 0, 2), (?, 'empty', 0, 0, 0)", [changed, empty])
+        conn.execute("INSERT INTO rejected_requests (source_file, line, raw, reason)"
+                     " VALUES (?, 3, 'x', 'second'), (?, 2, 'y', ?)",
+                     [changed, changed, "TIMESTAMP is not a date-time: 'y'"])
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    monkeypatch.setattr(summary, "trace_files", lambda folder: [])
+    assert summary.main() == 0
+    out = capsys.readouterr().out
+    assert (f"\n== Trace files with no row in the figures: 2 ==\n"
+            f"- {changed}: 2 rows read, none usable, e.g. line 2: TIMESTAMP is not a date-time: 'y'\n"
+            f"- {empty}: no data row (a header alone, or blank lines)\n") in out
+    assert out.index("no row in the figures") < out.index("$")
+
+
 def test_summary_gives_the_reason_a_what_if_scenario_was_skipped(demo_run, tmp_path, monkeypatch,
                                                                  capsys):
     """A scenario that cannot apply to the deployment has no figures: the summary lists it
