@@ -64,16 +64,30 @@ def plain_file(path: Path) -> Iterator[Path]:
                     with gzip.GzipFile(fileobj=raw) as stream:
                         shutil.copyfileobj(stream, out, 1 << 20)
                 else:
-                    with zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True) as stream:
-                        shutil.copyfileobj(stream, out, 1 << 20)
+                    _unzstd(raw, out)
         except (EOFError, OSError, zlib.error, zstandard.ZstdError) as exc:
             raise TraceFormatError(f"{path}: the {kind} stream is truncated or corrupt ({exc}); "
                                    f"expected a complete {kind}-compressed trace file") from None
-        if kind == "zstd" and target.stat().st_size == 0 and path.stat().st_size > 4:
-            # zstandard's reader stops quietly at a cut-off frame; a real frame always yields data.
-            raise TraceFormatError(f"{path}: the zstd stream is truncated or corrupt; "
-                                   f"expected a complete zstd-compressed trace file")
         yield target
+
+
+def _unzstd(raw, out) -> None:
+    """Decompress every zstd frame of `raw` into `out`, one after another (`zstd -c a b > ab`
+    writes two), and raise EOFError where the data ends inside a frame. zstandard's
+    stream_reader stops quietly there, so a log cut off half-way read as a shorter log: its
+    later rows vanished, uncounted."""
+    decompressor = zstandard.ZstdDecompressor()
+    frame, fed = decompressor.decompressobj(), False
+    while chunk := raw.read(1 << 20):
+        while chunk:
+            out.write(frame.decompress(chunk))
+            fed = True
+            if not frame.eof:
+                break
+            chunk = frame.unused_data   # the next frame starts here
+            frame, fed = decompressor.decompressobj(), False
+    if fed:
+        raise EOFError("the data ends inside a frame")
 
 
 def head_text(path: Path, shown: Path, expected: str) -> str:

@@ -66,6 +66,22 @@ def test_truncated_gzip_and_corrupt_zstd(tmp_path):
         read_trace(path)
 
 
+def test_a_zstd_log_cut_after_its_first_blocks_fails_and_two_frames_read_whole(tmp_path):
+    """zstandard's stream reader stops quietly where a frame is cut: a long log cut half-way
+    read as its first half (rows after the cut vanished, uncounted). It fails, naming the file;
+    a file of two frames one after the other (`zstd -c a b > ab`) still reads whole."""
+    rows = [f"2023-11-16 18:{i // 6000 % 60:02d}:{i // 100 % 60:02d}.{i % 100:02d}00000,{i % 997 + 1},"
+            f"{i % 89 + 1}\n" for i in range(60_000)]
+    body = (f"{HEADER}\n" + "".join(rows)).encode()
+    packed = zstandard.ZstdCompressor().compress(body)
+    path = write(tmp_path / "cut.csv.zst", packed[: len(packed) // 2])
+    with pytest.raises(TraceFormatError, match=r"cut\.csv\.zst: the zstd stream is truncated or corrupt"):
+        read_trace(path)
+    half = len(body) // 2 + body[len(body) // 2:].index(b"\n") + 1
+    two = zstandard.ZstdCompressor().compress(body[:half]) + zstandard.ZstdCompressor().compress(body[half:])
+    assert read_trace(write(tmp_path / "two.csv.zst", two)).rows_read == 60_000
+
+
 @pytest.mark.parametrize("compress", [gzip.compress, zstandard.ZstdCompressor().compress], ids=["gz", "zst"])
 @pytest.mark.parametrize(("name", "body", "rows"), [
     ("azure.csv", f"{HEADER}\r\n2023-11-16 18:17:03.9799600,4808,10\r\n2023-11-16 18:17:04.0319600,3180,8", 2),
