@@ -56,5 +56,20 @@ class PublishedWarehouse(DuckDBResource):
             context.run.run_id, of_type=dg.DagsterEventType.STEP_FAILURE).records
         if failures:
             workspace.abandon()
-        else:
+            return
+        try:
             workspace.commit()
+        except Exception as exc:  # a full disk, a folder made read-only during the run, ...
+            raise UnpublishedRun(f"publishing the run to {self.database} failed ({exc}); readers"
+                                 f" keep the last run published whole, and the next run finishes"
+                                 f" or redoes this one: free the space or fix the folder, then"
+                                 f" run again") from exc
+
+
+class UnpublishedRun(dg.DagsterError):
+    """The run's steps succeeded but its publish failed. Dagster turns any other exception of a
+    resource's teardown into a logged "Teardown of resources failed" event and still ends the run
+    RUN_SUCCESS (`dagster job execute` exits 0, the UI shows it green) with nothing published:
+    cron would never hear of it. A DagsterError is the one kind Dagster lets through its user
+    code boundary, which makes the run fail with this message (its base class asks users not to
+    subclass it; nothing else fails a run from teardown)."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import dagster as dg
 import duckdb
 import polars as pl
 import pytest
 
+from pipelines import publish
 from pipelines.defs.resources import PublishedWarehouse
 from pipelines.warehouse import write_table
 
@@ -50,6 +54,32 @@ def test_a_failed_step_publishes_nothing(tmp_path, fail):
     assert _published(warehouse) == (1, 10)
     assert not _run(warehouse, 2, fail)
     assert _published(warehouse) == (1, 10)  # not even the run's successful first step
+    assert _run(warehouse, 3)
+    assert _published(warehouse) == (3, 30)
+
+
+def test_a_publish_that_fails_fails_the_run(tmp_path, monkeypatch):
+    """A full disk while publishing: the run ended RUN_SUCCESS (Dagster logs a teardown error
+    and carries on), so `dagster job execute` exited 0 to cron with nothing published."""
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    assert _run(warehouse, 1)
+    copy = publish._copy_durably
+
+    def disk_full(source, target):
+        if ".publishing-" in target.name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+        copy(source, target)
+
+    monkeypatch.setattr(publish, "_copy_durably", disk_full)
+    with dg.DagsterInstance.ephemeral() as instance:
+        job = _defs(warehouse, 2, None).resolve_implicit_global_asset_job_def()
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type == dg.DagsterEventType.RUN_FAILURE)
+    assert f"publishing the run to {warehouse} failed ([Errno 28] No space left on device" in str(
+        failure.event_specific_data.error)
+    assert _published(warehouse) == (1, 10)
+    monkeypatch.setattr(publish, "_copy_durably", copy)
     assert _run(warehouse, 3)
     assert _published(warehouse) == (3, 30)
 
