@@ -40,7 +40,7 @@ from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.api import STAGE_COLUMNS, beyond_kv
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import (TENSOR_PARALLEL, Catalog, drop_unnamed_empty_columns,
-                                        ragged_line, separator_hint)
+                                        csv_problem, separator_hint)
 from pipelines.roofline.caveats import caveat_column
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
@@ -113,7 +113,7 @@ def load_scenarios(path: Path) -> list[Scenario]:
         frame = pl.read_csv(path, infer_schema=False)   # as text: a bad count is named below
     except pl.exceptions.PolarsError as exc:
         raise ScenarioError(f"scenarios file {path} is not a readable CSV: "
-                            f"{ragged_line(path) or str(exc).splitlines()[0]}") from None
+                            f"{csv_problem(path, exc)}") from None
     # a cell written "" (quoted) or of spaces only is empty: it keeps the baseline's value (and
     # a trailing column of such cells is one a spreadsheet added, dropped below)
     frame = frame.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c)

@@ -451,7 +451,7 @@ def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:
         buckets = pl.read_csv(file, schema_overrides={"lower": pl.Int64, "upper": pl.Int64})
     except pl.exceptions.PolarsError as exc:
         raise CatalogError(f"shape bucket file {file} is not a readable CSV of whole-number"
-                           f" edges: {ragged_line(file) or exc}") from None
+                           f" edges: {csv_problem(file, exc)}") from None
     buckets = as_meant(buckets)   # they would reach the warehouse's shape_buckets table
     missing = [c for c in SHAPE_BUCKET_COLUMNS if c not in buckets.columns]
     if missing:
@@ -601,6 +601,18 @@ def ragged_line(file: Path) -> str | None:
     return None
 
 
+def csv_problem(file: Path, exc: Exception) -> str:
+    """Why Polars could not read the CSV `file`, in one line: its ragged line when it has one,
+    else Polars' own reason. Polars ends its message with the "Original error" (e.g. a quote
+    that never closes, in a file cut short) after lines of advice on schema inference (raise
+    infer_schema_length, ignore_errors, ...), which do not apply to a catalog file."""
+    ragged = ragged_line(file)
+    if ragged is not None:
+        return ragged
+    lines = [line.strip(" `") for line in str(exc).splitlines() if line.strip(" `")]
+    return lines[-1] if "Original error" in str(exc) else lines[0]
+
+
 def load_catalog(path: str | Path | None = None) -> Catalog:
     """Read every catalog CSV in `path` (default data/reference/); a missing or unreadable file
     raises CatalogError naming it."""
@@ -614,7 +626,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
             frames[table] = pl.read_csv(file, infer_schema_length=None)
         except pl.exceptions.PolarsError as exc:
             raise CatalogError(f"catalog file {file} is not a readable CSV:"
-                               f" {ragged_line(file) or exc}") from None
+                               f" {csv_problem(file, exc)}") from None
         frame = frames[table] = as_meant(frames[table])
         missing = [c for c in REQUIRED_COLUMNS[table] if c not in frames[table].columns]
         if missing:

@@ -201,6 +201,20 @@ def test_a_line_with_more_fields_than_the_header_is_named(copied):
         f" a decimal written with a point: 2.50, not 2,50)")
 
 
+def test_a_catalog_file_cut_inside_a_quoted_value_is_one_line(copied):
+    """A catalog file copied half-way (rsync cut off) ends inside a quoted source: the message
+    was Polars' whole text, advice on infer_schema_length and ignore_errors included; it is one
+    line with Polars' reason."""
+    gpus = copied / "gpus.csv"
+    text = gpus.read_text()
+    gpus.write_text(text[: text.index('"', text.index("\n")) + 10])
+    with pytest.raises(CatalogError) as err:
+        load_catalog(copied)
+    message = str(err.value)
+    assert message.startswith(f"catalog file {gpus} is not a readable CSV: Field ")
+    assert message.endswith("is not properly escaped.") and "\n" not in message
+
+
 def test_a_file_saved_with_every_cell_quoted_and_cleared_rows_reads_as_written(copied):
     """A spreadsheet or script that quotes every cell writes an empty one as "" (an empty GPU
     peak, MLA rank or price plan) and may keep cleared rows (",,,,"): empty values, and no
