@@ -96,8 +96,13 @@ def _options_can_fix(exc: ValueError) -> bool:
 
 
 def _with_sidecar(message: str, file: Path, options: dict, fixable: bool = False) -> str:
-    """`message`, pointing at the file's sidecar where its options came from one, or, when
-    options would read it and it has none, at where they go: a folder has no format= to pass."""
+    """`message`, starting with the file it is about (an option's own check, e.g.
+    `duplicates='rejct'`, names no file; the check's metadata and the summary list reasons by
+    the file each starts with), pointing at the file's sidecar where its options came from one,
+    or, when options would read it and it has none, at where they go: a folder has no format=
+    to pass."""
+    if not message.startswith(str(file)):
+        message = f"{file}: {message}"
     sidecar = str(sidecar_of(file))
     if sidecar in message:
         return message

@@ -152,6 +152,17 @@ def test_option_that_does_not_apply_to_the_detected_format_names_the_sidecar(inb
     assert "['concurrency'] do not apply to format 'vidur'" in reasons and str(sidecar) in reasons
 
 
+def test_a_bad_policy_in_a_sidecar_fails_its_file_naming_the_file_first(inbox, tmp_path):
+    """A policy value the sidecar check lets through is refused by read_trace, whose message
+    names no file: the reason started 'option duplicates=...', not with the file it is about."""
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    log = inbox / "vidur_splitwise_code.excerpt.csv"
+    sidecar = write_sidecar(log, {"duplicates": "rejct"})
+    reasons = check_of(ingest(tmp_path / "w.duckdb")).metadata["reasons"].value
+    assert reasons == (f"- {log}: option duplicates='rejct': expected one of ('keep', 'reject')"
+                       f" (options from {sidecar})")
+
+
 def test_sensor_asks_for_a_run_when_a_sidecar_changes(inbox):
     log = inbox / "t.csv"
     log.write_text(GENERIC)
