@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.formats.source import TRACE_SUFFIXES, trace_files
+from pipelines.formats.source import TRACE_NAMES, trace_files
 from pipelines.reports.scenarios import (
     ScenarioError,
     ScenarioNotApplicable,
@@ -75,7 +75,7 @@ def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path 
                f"logs to ingest")
     elif trace_dir is not None and not trace_files(trace_dir):
         yield (f"FLEETSPEND_TRACE_DIR={trace_dir}: no trace files in it; expected request logs"
-               f" named *{', *'.join(TRACE_SUFFIXES)} (optionally .gz or .zst)")
+               f" named {TRACE_NAMES}")
 
 
 def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]) -> Iterable[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines import settings
-from pipelines.formats.source import trace_files
+from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
 from pipelines.reports.text import (
     HEADLINE_COLUMNS,
     REPORT_TABLES,
@@ -193,6 +193,11 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print(f"\n== Not in the warehouse yet: {len(missing)} file(s) of {folders} ==\n"
               f"{', '.join(f.name for f in missing)}\n(added since the last ingest; the next run"
               f" reads them)")
+    unread = [f for folder in sorted({Path(file).parent for file in ingested})
+              for f in unread_files(folder)]
+    if unread:
+        print(f"\n== Never read: {len(unread)} file(s) not named as trace files ({TRACE_NAMES}) ==\n"
+              f"{', '.join(str(f) for f in unread)}")
     if caveats:
         print("\n== Physics caveats (docs/physics.md section 5) ==")
         print("\n".join(f"- {text}" for _, text in caveats))

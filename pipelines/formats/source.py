@@ -31,6 +31,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
 HEAD_BYTES = 1 << 16
 TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+TRACE_NAMES = f"*{', *'.join(TRACE_SUFFIXES)}, optionally .gz/.zst"   # for messages
 SIDECAR_SUFFIX = ".fleetspend.json"
 
 
@@ -159,3 +160,15 @@ def trace_files(folder: Path) -> list[Path]:
         return (path.is_file() and not name.startswith(".") and name.endswith(TRACE_SUFFIXES)
                 and not is_sidecar(path))
     return sorted(p for p in folder.iterdir() if is_trace(p)) if folder.is_dir() else []
+
+
+def unread_files(folder: Path) -> list[Path]:
+    """The files of a folder that the folder ingest passes over though they may be logs meant
+    for it (another compression such as .bz2, a .tsv or .log, a typo in the suffix): neither
+    trace files nor sidecars, hidden files or READMEs. Nothing else would ever mention them."""
+    if not folder.is_dir():
+        return []
+    traces = set(trace_files(folder))
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and p not in traces and not is_sidecar(p)
+                  and not p.name.startswith(".") and not p.name.lower().startswith("readme"))

@@ -147,6 +147,21 @@ def test_every_pass_logs_what_it_found_in_the_folder(inbox, tmp_path):
            f" 1 removed from the folder" in lines
 
 
+def test_files_the_ingest_passes_over_are_named(inbox, tmp_path):
+    """A log compressed with bzip2, or named .tsv, is not a trace file name: it was passed over
+    in silence, run after run. The ingest's log names it (READMEs, sidecars and hidden files
+    are expected there and not named)."""
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    for name in ("day2.csv.bz2", "team.tsv", "README.md", ".partial.csv", "t.csv.fleetspend.json"):
+        (inbox / name).write_text("x")
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([ingest_assets.ingested_traces], instance=instance,
+                                resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
+        lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert (f"{inbox}: not read, not named as a trace file (*.csv, *.jsonl, *.json, *.parquet,"
+            f" optionally .gz/.zst): day2.csv.bz2, team.tsv") in lines
+
+
 def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     context = dg.build_sensor_context(cursor=None)
     assert isinstance(trace_inbox_sensor(context), dg.SkipReason)

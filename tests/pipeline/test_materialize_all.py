@@ -196,6 +196,18 @@ def test_summary_names_trace_files_the_warehouse_lacks(demo_run, monkeypatch, ca
         assert out.index("Not in the warehouse") < out.index("$")
 
 
+def test_summary_names_files_of_the_folder_no_run_reads(demo_run, monkeypatch, capsys):
+    """A log the ingest passes over (day2.csv.bz2: not a trace file name) is never read and was
+    never mentioned: the summary names it, with the names the ingest reads."""
+    samples = summary.settings.ROOT / "data" / "samples"
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(demo_run / "warehouse" / "fleetspend.duckdb"))
+    monkeypatch.setattr(summary, "unread_files", lambda folder: [folder / "day2.csv.bz2"])
+    assert summary.main() == 0
+    out = capsys.readouterr().out
+    assert (f"\n== Never read: 1 file(s) not named as trace files (*.csv, *.jsonl, *.json,"
+            f" *.parquet, optionally .gz/.zst) ==\n{samples / 'day2.csv.bz2'}\n") in out
+
+
 def test_summary_names_files_the_last_ingest_could_not_read(demo_run, tmp_path, monkeypatch, capsys):
     """The run succeeds when a file cannot be read (its rows stay, one bad upload must not hold
     back the reports), so the summary is where a cron operator learns it: each such file with its

@@ -15,7 +15,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.formats.source import trace_files
+from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
 from pipelines.ingest_folder import FolderIngest, ingest_folder
 from pipelines.ingest_store import INGEST_TABLES, ensure_tables
 
@@ -41,7 +41,7 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
     folder = settings.trace_dir()
     files = trace_files(folder)
     if not files:
-        raise dg.Failure(f"no trace files (*.csv, *.jsonl, *.json, *.parquet, optionally .gz/.zst) in {folder}; "
+        raise dg.Failure(f"no trace files ({TRACE_NAMES}) in {folder}; "
                          f"set FLEETSPEND_TRACE_DIR to your logs")
     with duckdb.get_connection() as conn:
         ensure_tables(conn)
@@ -49,6 +49,10 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
         for message in outcome.failed.values():
             context.log.error(message)
         context.log.info(_pass_line(folder, len(files), outcome))
+        unread = unread_files(folder)
+        if unread:
+            context.log.warning(f"{folder}: not read, not named as a trace file ({TRACE_NAMES}):"
+                                f" {', '.join(p.name for p in unread)}")
         for table in INGEST_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata=_metadata(conn, table, outcome))
     yield _failed_files_check(folder, len(files), _by_name(outcome.failed))
