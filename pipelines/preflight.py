@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.formats.source import TRACE_NAMES, trace_files
+from pipelines.publish import current_copy
 from pipelines.reports.scenarios import (
     ScenarioError,
     ScenarioNotApplicable,
@@ -60,11 +61,32 @@ def writable_folder(setting: str, folder: Path) -> str | None:
     return None
 
 
+DUCKDB_MAGIC = b"DUCK"   # at byte 8 of every DuckDB database file, after the header checksum
+
+
+def is_duckdb_file(path: Path) -> bool:
+    """True for a DuckDB database file or a missing one. A first run adopts the file at the
+    warehouse path as the warehouse; any other file there (a trace, a SQLite file, an empty file
+    `touch` made) failed every step with DuckDB's 'not a valid DuckDB database file', naming the
+    run's private copy instead of the setting. (Once a run has published, runs start from their
+    own copy and replace a damaged published file whole.)"""
+    if not path.is_file():
+        return True
+    try:
+        with path.open("rb") as handle:
+            return handle.read(12)[8:] == DUCKDB_MAGIC
+    except OSError:   # unreadable: not this check's to say; the run names the error
+        return True
+
+
 def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path | None) -> Iterable[str]:
     """The warehouse file can be created or replaced, the reports can be written, the traces exist."""
     setting = f"FLEETSPEND_WAREHOUSE={warehouse}"
     if warehouse.exists() and not warehouse.is_file():
         yield f"{setting}: exists and is not a file"
+    elif not current_copy(warehouse).exists() and not is_duckdb_file(warehouse):
+        yield (f"{setting}: exists and is not a DuckDB database file; expected the warehouse a run"
+               f" publishes there, or a path where no file is yet")
     elif problem := writable_folder(setting, warehouse.parent):
         yield problem
     if reports_dir is not None and (problem := writable_folder(

@@ -56,6 +56,12 @@ def private_dir(published: Path) -> Path:
     return published.parent / f"{PRIVATE_PREFIX}{published.name}{PRIVATE_SUFFIX}"
 
 
+def current_copy(published: Path) -> Path:
+    """The pipeline's copy of the last published state, which the next run starts from; without
+    it, the next run adopts the file at `published`."""
+    return private_dir(published) / "current.duckdb"
+
+
 def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:
@@ -82,7 +88,7 @@ class Workspace:
             raise ValueError(f"run id {run_id!r}: expected letters, digits and dashes")
         self.published = published
         self.private = private_dir(published)
-        self.current = self.private / "current.duckdb"
+        self.current = current_copy(published)
         self.working = self.private / f"run-{run_id}.duckdb"
         self._pending = self.private / "publish-pending"
         self._staged = published.parent / f"{PRIVATE_PREFIX}{published.name}.publishing-{run_id}"

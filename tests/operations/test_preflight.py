@@ -274,6 +274,27 @@ def test_a_missing_reference_folder_is_one_line(tmp_path, monkeypatch, capsys):
         f" folder (gpus.csv, models.csv, deployments.csv, ...: data/reference)"]
 
 
+def test_a_warehouse_path_holding_another_kind_of_file_is_named(tmp_path, monkeypatch, capsys):
+    """FLEETSPEND_WAREHOUSE pointed at a file that is not a DuckDB database (a trace, by a slip
+    of the path): the preflight said ok, and every step then failed on the run's private copy
+    of it ('not a valid DuckDB database file'), never naming the setting."""
+    not_a_warehouse = tmp_path / "wh" / "w.duckdb"
+    not_a_warehouse.parent.mkdir()
+    not_a_warehouse.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and err.splitlines()[1:] == [
+        f"- FLEETSPEND_WAREHOUSE={not_a_warehouse}: exists and is not a DuckDB database file;"
+        f" expected the warehouse a run publishes there, or a path where no file is yet"]
+    not_a_warehouse.write_bytes(b"")   # DuckDB refuses an empty file too
+    assert _command(tmp_path, monkeypatch, capsys, None)[0] == 2
+    not_a_warehouse.unlink()
+    assert _command(tmp_path, monkeypatch, capsys, None)[0] == 0
+    private_dir(not_a_warehouse).mkdir()   # a run has published: runs start from their own copy
+    (private_dir(not_a_warehouse) / "current.duckdb").write_bytes(b"")
+    not_a_warehouse.write_text("damaged")   # and the next publish replaces it whole
+    assert _command(tmp_path, monkeypatch, capsys, None)[0] == 0
+
+
 def test_a_trace_folder_without_trace_files_is_named(tmp_path, monkeypatch, capsys):
     (tmp_path / "inbox").mkdir()
     (tmp_path / "inbox" / "README.md").write_text("logs go here\n")
