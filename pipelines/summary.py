@@ -10,6 +10,7 @@ through."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -100,6 +101,16 @@ def lack_message(path: Path, lacks: list[tuple[str, str | None]]) -> str:
 LOCK_HELD = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 
 
+def _where_from() -> str:
+    """Where the warehouse path came from, when the setting is not set: the summary run by hand
+    after a cron line that sets FLEETSPEND_WAREHOUSE looks in the default place, and 'run make
+    demo' alone sent the operator to build a second warehouse."""
+    if os.environ.get("FLEETSPEND_WAREHOUSE", "").strip():
+        return ""
+    return (" (FLEETSPEND_WAREHOUSE is not set; set it as your runs do to summarize their"
+            " warehouse)")
+
+
 def unreadable_message(path: Path, exc: duckdb.Error) -> str:
     """One line for a warehouse DuckDB would not open. A read-write session of another process
     (an analyst's `duckdb` without -readonly) locks the file until a run publishes a new one;
@@ -118,7 +129,8 @@ def main(top: int = 10) -> int:
     warehouse, a file that is not one, or one without a table or column the summary reads."""
     path = settings.warehouse_path()
     if not path.exists():
-        print(f"fleetspend: no warehouse at {path}; run `make demo` first", file=sys.stderr)
+        print(f"fleetspend: no warehouse at {path}{_where_from()}; run `make demo` first",
+              file=sys.stderr)
         return 1
     try:
         with duckdb.connect(str(path), read_only=True) as conn:

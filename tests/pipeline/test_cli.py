@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from pipelines import settings
 from pipelines.summary import READS
 from pipelines.summary import main as print_summary
 
@@ -86,6 +87,18 @@ def test_summary_without_warehouse_says_what_to_do(tmp_path):
     summary = _run([sys.executable, "-m", "pipelines.summary"], env)
     assert summary.returncode == 1
     assert "make demo" in summary.stderr and "Traceback" not in summary.stderr
+
+
+def test_summary_without_the_warehouse_setting_says_it_is_not_set(tmp_path, monkeypatch, capsys):
+    """Run by hand after a cron line that sets FLEETSPEND_WAREHOUSE, the summary looks in the
+    default place: the message says the setting is not set, not only 'run make demo'."""
+    monkeypatch.delenv("FLEETSPEND_WAREHOUSE", raising=False)
+    monkeypatch.setattr(settings, "ROOT", tmp_path)   # a checkout without a default warehouse
+    assert print_summary() == 1
+    assert capsys.readouterr().err == (
+        f"fleetspend: no warehouse at {tmp_path / 'data' / 'warehouse' / 'fleetspend.duckdb'}"
+        f" (FLEETSPEND_WAREHOUSE is not set; set it as your runs do to summarize their"
+        f" warehouse); run `make demo` first\n")
 
 
 def test_summary_of_a_file_that_is_not_a_warehouse_names_it(tmp_path):
