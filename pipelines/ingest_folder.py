@@ -22,6 +22,7 @@ from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import UnknownFormatError, sha256_of, trace_name
 from pipelines.formats.sidecar import canonical, file_options, raw_options, sidecar_of
 from pipelines.ingest_store import forget_file, ingested, record_failures, replace_file
+from pipelines.warehouse import run_sql
 
 
 @dataclass
@@ -79,6 +80,17 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
             f"{_calibration_note(calibration)}")
     record_failures(conn, outcome.failed)
     return outcome
+
+
+def duplicate_lines(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """One line per set of ingested files with the same content (sql/duplicate_trace_files.sql):
+    each is a trace of its own, so a log uploaded twice under two names doubles its requests
+    and spend in every figure, and nothing else would say so. Not refused: which copy is the
+    one to keep is the operator's call."""
+    return [f"{', '.join(files)}: the same content (sha256 {sha256[:12]}..., {rows:,} rows):"
+            f" each is replayed as a trace of its own, so its requests and spend count"
+            f" {len(files)} times; remove the copies"
+            for sha256, files, rows in run_sql(conn, "duplicate_trace_files").fetchall()]
 
 
 def _calibration_note(rows: int) -> str:

@@ -1,9 +1,9 @@
 """`python -m pipelines.summary`: print the fleet summary, the top request shapes and the what-if
 savings from the warehouse (read-only), and say where the warehouse and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
-leave them out), and those it read with no usable row, then the physics caveats of what it
-prices, before any dollar figure (the report puts a what-if fleet's under its table; here every
-caveat leads, a what-if one named as such).
+leave them out), then those it read with no usable row and those with another's content (counted
+twice), then the physics caveats of what it prices, before any dollar figure (the report puts a
+what-if fleet's under its table; here every caveat leads, a what-if one named as such).
 Before reading, it checks the warehouse has every table and column it reads (`READS`), so a
 warehouse an older release built gets one line naming what it lacks, not a traceback halfway
 through."""
@@ -21,6 +21,7 @@ import duckdb
 
 from pipelines import settings
 from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
+from pipelines.ingest_folder import duplicate_lines
 from pipelines.reports.text import (
     HEADLINE_COLUMNS,
     REPORT_TABLES,
@@ -66,6 +67,7 @@ READS = _union(
      "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
     {"trace_files": ("file", "rows_read", "rows_accepted"),
      "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
+    {"trace_files": ("sha256", "file", "rows_read")},  # sql/duplicate_trace_files.sql
 )
 
 
@@ -143,10 +145,11 @@ def main(top: int = 10) -> int:
             ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
             failed = run_sql(conn, "summary_failed_files").fetchall()
             unusable = run_sql(conn, "summary_unusable_files").fetchall()
+            duplicates = duplicate_lines(conn)
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
-    _print_summary(path, tables, caveats, ingested, failed, unusable, top)
+    _print_summary(path, tables, caveats, ingested, failed, unusable, duplicates, top)
     return 0
 
 
@@ -189,7 +192,8 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
 
 
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
-                   ingested: set[str], failed: list[tuple], unusable: list[tuple], top: int) -> None:
+                   ingested: set[str], failed: list[tuple], unusable: list[tuple],
+                   duplicates: list[str], top: int) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one."""
     if failed:
@@ -199,6 +203,9 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print(f"\n== Trace files with no row in the figures: {len(unusable)} ==")
         print("\n".join(_unusable_lines(unusable)))
         print("(their rejected rows, with reasons: FROM rejected_requests WHERE source_file = ...)")
+    if duplicates:
+        print(f"\n== Trace files counted more than once: {len(duplicates)} ==")
+        print("\n".join(f"- {line}" for line in duplicates))
     missing = _added_since(ingested, {file for file, *_ in failed})
     if missing:
         folders = ", ".join(sorted({str(f.parent) for f in missing}))

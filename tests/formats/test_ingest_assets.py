@@ -162,6 +162,24 @@ def test_files_the_ingest_passes_over_are_named(inbox, tmp_path):
             f" optionally .gz/.zst): day2.csv.bz2, team.tsv") in lines
 
 
+def test_a_log_uploaded_twice_under_two_names_is_named(inbox, tmp_path):
+    """Two names, one content: each file is a trace of its own, so the log's requests and spend
+    counted twice in every figure, silently. The ingest warns, naming both (empty logs aside)."""
+    log = inbox / "day1.csv"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", log)
+    shutil.copy(log, inbox / "day1 (1).csv")
+    for name in ("a.csv", "b.csv"):   # two header-only logs: the same content, and no cost
+        (inbox / name).write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n")
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([ingest_assets.ingested_traces], instance=instance,
+                                resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
+        lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    named = [line for line in lines if "the same content" in line]
+    assert len(named) == 1 and named[0].startswith(f"{inbox / 'day1 (1).csv'}, {log}: the same")
+    assert named[0].endswith("rows): each is replayed as a trace of its own, so its requests and"
+                             " spend count 2 times; remove the copies")
+
+
 def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     context = dg.build_sensor_context(cursor=None)
     assert isinstance(trace_inbox_sensor(context), dg.SkipReason)

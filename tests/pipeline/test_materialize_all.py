@@ -261,6 +261,25 @@ def test_summary_names_files_that_ingested_with_no_usable_row(demo_run, tmp_path
     assert out.index("no row in the figures") < out.index("$")
 
 
+def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypatch, capsys):
+    """A log ingested twice under two names doubles its traffic in the figures below: the
+    summary names the copies first."""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("INSERT INTO trace_files SELECT * REPLACE (file || '.copy.csv' AS file)"
+                     " FROM trace_files WHERE file LIKE '%code.csv'")
+        file, sha = conn.execute("SELECT file, sha256 FROM trace_files WHERE file LIKE '%code.csv'").fetchall()[0]
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    monkeypatch.setattr(summary, "trace_files", lambda folder: [])
+    assert summary.main() == 0
+    out = capsys.readouterr().out
+    assert (f"\n== Trace files counted more than once: 1 ==\n- {file}, {file}.copy.csv: the same"
+            f" content (sha256 {sha[:12]}..., 8,819 rows): each is replayed as a trace of its own,"
+            f" so its requests and spend count 2 times; remove the copies\n") in out
+    assert out.index("counted more than once") < out.index("$")
+
+
 def test_summary_gives_the_reason_a_what_if_scenario_was_skipped(demo_run, tmp_path, monkeypatch,
                                                                  capsys):
     """A scenario that cannot apply to the deployment has no figures: the summary lists it

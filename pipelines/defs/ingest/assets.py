@@ -16,7 +16,7 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
-from pipelines.ingest_folder import FolderIngest, ingest_folder
+from pipelines.ingest_folder import FolderIngest, duplicate_lines, ingest_folder
 from pipelines.ingest_store import INGEST_TABLES, ensure_tables
 
 
@@ -49,6 +49,8 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
         for message in outcome.failed.values():
             context.log.error(message)
         context.log.info(_pass_line(folder, len(files), outcome))
+        for line in duplicate_lines(conn):
+            context.log.warning(line)
         unread = unread_files(folder)
         if unread:
             context.log.warning(f"{folder}: not read, not named as a trace file ({TRACE_NAMES}):"
