@@ -238,5 +238,16 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print(f"Reports:   {reports / 'report.html'}, {reports / 'report.md'} (charts beside them)")
 
 
+def run() -> int:
+    """`main`, for the command line: a reader that stops early (`| head`, a pager quit) closes
+    the pipe, which is no error of the summary and printed a BrokenPipeError traceback. As the
+    Python docs advise, stdout is pointed at devnull so the exit's flush fails no more."""
+    try:
+        return main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from datetime import timezone
 
 import duckdb
@@ -278,6 +281,24 @@ def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypat
             f" content (sha256 {sha[:12]}..., 8,819 rows): each is replayed as a trace of its own,"
             f" so its requests and spend count 2 times; remove the copies\n") in out
     assert out.index("counted more than once") < out.index("$")
+
+
+def test_summary_piped_into_head_ends_without_a_traceback(demo_run, tmp_path):
+    """`python -m pipelines.summary | head` closes the pipe after a line: the summary died with
+    a BrokenPipeError traceback. (Here 3,000 new files of the warehouse's folder make a summary
+    longer than a pipe holds, so the write after head leaves fails every time.)"""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for n in range(3_000):
+        (folder / f"a-log-that-arrived-after-the-last-run-{n:05d}.csv").write_text("")
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("UPDATE trace_files SET file = ? || '/' || trace || '.csv'", [str(folder)])
+    run = subprocess.run(f"{sys.executable} -m pipelines.summary | head -1", shell=True,
+                         cwd=summary.settings.ROOT, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "FLEETSPEND_WAREHOUSE": str(warehouse)})
+    assert run.stdout == "\n" and run.stderr == ""
 
 
 def test_summary_gives_the_reason_a_what_if_scenario_was_skipped(demo_run, tmp_path, monkeypatch,
