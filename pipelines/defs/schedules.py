@@ -19,12 +19,11 @@ from pathlib import Path
 import dagster as dg
 from dagster._utils.schedules import CroniterShim, cron_string_iterator  # private: Dagster's cron parser
 
-from pipelines.defs.ingest.sensors import INGEST_DOWNSTREAM
+from pipelines.defs.ingest.sensors import TRACE_RUN_SELECTION
 from pipelines.defs.preflight import check_run
 from pipelines.preflight import ConfigurationError
 
-NIGHTLY_SELECTION = INGEST_DOWNSTREAM | dg.AssetSelection.groups("reference")
-nightly_job = dg.define_asset_job("nightly", selection=NIGHTLY_SELECTION,
+nightly_job = dg.define_asset_job("nightly", selection=TRACE_RUN_SELECTION,
                                   description="New trace data and every report downstream")
 
 

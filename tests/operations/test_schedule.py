@@ -118,6 +118,22 @@ def test_nightly_job_runs_and_publishes(tmp_path, monkeypatch):
     assert f"published {warehouse}" in text
 
 
+def test_inbox_job_runs_on_a_fresh_warehouse(tmp_path, monkeypatch):
+    """The inbox sensor's job is the first run of a UI set up with the sensor on: it lacked the
+    reference group, and its replay check failed on a fresh warehouse ('Table with name roofline
+    does not exist') until a nightly run had built the catalog tables."""
+    from tests.operations.conftest import head_of_sample
+
+    head_of_sample(tmp_path / "traces", "AzureLLMInferenceTrace_conv.csv", 150)
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(tmp_path / "traces"))
+    monkeypatch.setenv("FLEETSPEND_REPORTS_DIR", str(tmp_path / "reports"))
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    with dg.DagsterInstance.ephemeral() as instance:
+        job = build_defs(warehouse).resolve_job_def("ingest_new_traces")
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+    assert result.success and warehouse.is_file()
+
+
 def test_tick_with_an_unknown_deployment_setting_is_skipped_naming_it(tmp_path, monkeypatch):
     """The schedule's runs replay on FLEETSPEND_DEPLOYMENT: a typo there skips the tick with the
     setting named, as the preflight names it for a cron line."""
