@@ -1,9 +1,12 @@
 """Comma-separated logs: the header, and each data line split into named text fields.
 
-Lines are split on commas in Polars (no quoting: none of the public request-log CSVs quotes a
-field, and a quoted comma would show as a wrong field count, i.e. a rejected row with its text,
-never a shifted column). Columns are found by header name, case-insensitively, so column order
-does not matter (Azure 2025 puts NumImages second). Blank lines are skipped, not counted.
+Lines are split on commas in Polars. None of the public request-log CSVs quotes a field, but a
+log saved by a spreadsheet or Python's csv module quotes some (`5,"ChatGPT",472`): a field (or
+header name) wrapped in double quotes is read without them, a doubled quote inside as one. A
+quoted field holding a comma is not split as one field: it shows as a wrong field count, i.e.
+a rejected row with its text, never a shifted column. Columns are found by header name,
+case-insensitively, so column order does not matter (Azure 2025 puts NumImages second). Blank
+lines are skipped, not counted.
 """
 
 from __future__ import annotations
@@ -20,7 +23,26 @@ def header_and_rows(plain: Path, shown: Path, expected: str) -> tuple[list[str],
     """The header's column names (stripped, lower-case) and the non-blank data lines after it."""
     number, header = first_line(plain, shown, expected)
     rows = read_lines(plain).filter((pl.col("line") > number) & (pl.col("raw").str.strip_chars() != ""))
-    return [name.strip().lower() for name in header.split(",")], rows
+    return header_names(header), rows
+
+
+def header_names(header: str) -> list[str]:
+    """A header line's column names: stripped, unquoted, lower-case."""
+    return [unquoted(name.strip()).lower() for name in header.split(",")]
+
+
+def unquoted(text: str) -> str:
+    """A CSV field without its enclosing double quotes ('"ChatGPT"' is 'ChatGPT')."""
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1].replace('""', '"')
+    return text
+
+
+def _unquoted(field: pl.Expr) -> pl.Expr:
+    """`unquoted` as a Polars expression, for every row's fields."""
+    quoted = field.str.starts_with('"') & field.str.ends_with('"') & (field.str.len_chars() >= 2)
+    return pl.when(quoted).then(field.str.slice(1, field.str.len_chars() - 2)
+                                .str.replace_all('""', '"', literal=True)).otherwise(field)
 
 
 def split_fields(rows: pl.LazyFrame, header: list[str], wanted: dict[str, str]) -> pl.LazyFrame:
@@ -30,10 +52,14 @@ def split_fields(rows: pl.LazyFrame, header: list[str], wanted: dict[str, str]) 
     parts = pl.col("raw").str.split_exact(",", n - 1)
     count = pl.col("raw").str.count_matches(",", literal=True) + 1
     return rows.with_columns(_parts=parts, _count=count).with_columns(
-        **{column: pl.col("_parts").struct.field(f"field_{header.index(name)}").str.strip_chars()
+        **{column: _unquoted(pl.col("_parts").struct.field(f"field_{header.index(name)}")
+                             .str.strip_chars())
            for name, column in wanted.items()},
         bad=pl.when(pl.col("_count") != n)
-        .then(pl.format("expected {} comma-separated fields, got {}", pl.lit(n), pl.col("_count"))),
+        .then(pl.format("expected {} comma-separated fields, got {}{}", pl.lit(n), pl.col("_count"),
+                        pl.when(pl.col("raw").str.contains('"', literal=True))
+                        .then(pl.lit(" (a comma inside a quoted field is not read as text)"))
+                        .otherwise(pl.lit("")))),
     ).drop("_parts", "_count")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.formats.common import UnknownFormatError
+from pipelines.formats.csvlog import header_names
 from pipelines.formats.source import PARQUET_MAGIC, head_text
 
 EXPECTED = ("a request log in one of the known formats (Azure LLM, BurstGPT, Mooncake, Vidur, LLMPerf, "
@@ -33,7 +34,7 @@ def detect(plain: Path, shown: Path) -> str:
             if key in first:
                 return name
     else:
-        header = {name.strip().lower() for name in first.split(",")}
+        header = set(header_names(first))
         if {"timestamp", "contexttokens", "generatedtokens"} <= header:
             return "azure-llm"
         if {"request tokens", "response tokens"} <= header:

@@ -767,3 +767,19 @@ def test_a_folder_given_as_a_trace_file_is_named_as_a_folder(tmp_path):
         read_trace(tmp_path)
     with pytest.raises(TraceFormatError, match="no such file"):
         read_trace(tmp_path / "absent.csv")
+
+
+def test_quoted_csv_fields_are_read_without_their_quotes(tmp_path):
+    """A BurstGPT log saved by a spreadsheet quotes text fields and maybe its header: the model
+    was ingested as '"ChatGPT"', quotes and all, and a quoted header was not recognised. A
+    quoted field holding a comma cannot be split as one field: its row is rejected, saying so."""
+    path = write(tmp_path / "burst.csv",
+                 '"Timestamp","Model","Request tokens","Response tokens","Total tokens","Log Type"\n'
+                 '5,"ChatGPT","472",18,490,"Conversation log"\n'
+                 '6,"Say ""hi""",10,2,12,API log\n'
+                 '7,GPT-4,100,20,120,"Conversation, log"\n')
+    result = read_trace(path)
+    assert result.requests.select("model", "tenant", "prompt_tokens").rows() == [
+        ("ChatGPT", "Conversation log", 472), ('Say "hi"', "API log", 10)]
+    assert result.rejected.select("line", "reason").rows() == [
+        (4, "expected 6 comma-separated fields, got 7 (a comma inside a quoted field is not read as text)")]
