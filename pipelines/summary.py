@@ -2,8 +2,9 @@
 savings from the warehouse (read-only), and say where the warehouse and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
 leave them out), then those it read with no usable row and those with another's content (counted
-twice), then the physics caveats of what it prices, before any dollar figure (the report puts a
-what-if fleet's under its table; here every caveat leads, a what-if one named as such).
+twice), and the requests the replay set aside as unservable, then the physics caveats of what it
+prices, before any dollar figure (the report puts a what-if fleet's under its table; here every
+caveat leads, a what-if one named as such).
 Before reading, it checks the warehouse has every table and column it reads (`READS`), so a
 warehouse an older release built gets one line naming what it lacks, not a traceback halfway
 through."""
@@ -68,6 +69,7 @@ READS = _union(
     {"trace_files": ("file", "rows_read", "rows_accepted"),
      "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
     {"trace_files": ("sha256", "file", "rows_read")},  # sql/duplicate_trace_files.sql
+    {"unserved_requests": ("trace", "request_id", "reason")},  # sql/summary_unserved_requests.sql
 )
 
 
@@ -146,10 +148,11 @@ def main(top: int = 10) -> int:
             failed = run_sql(conn, "summary_failed_files").fetchall()
             unusable = run_sql(conn, "summary_unusable_files").fetchall()
             duplicates = duplicate_lines(conn)
+            unserved = run_sql(conn, "summary_unserved_requests").fetchall()
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
-    _print_summary(path, tables, caveats, ingested, failed, unusable, duplicates, top)
+    _print_summary(path, tables, caveats, ingested, failed, unusable, duplicates, unserved, top)
     return 0
 
 
@@ -193,7 +196,7 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
 
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
                    ingested: set[str], failed: list[tuple], unusable: list[tuple],
-                   duplicates: list[str], top: int) -> None:
+                   duplicates: list[str], unserved: list[tuple], top: int) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one."""
     if failed:
@@ -206,6 +209,12 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     if duplicates:
         print(f"\n== Trace files counted more than once: {len(duplicates)} ==")
         print("\n".join(f"- {line}" for line in duplicates))
+    if unserved:
+        print(f"\n== Requests set aside, not replayed: {sum(n for _, n, *_ in unserved):,} ==")
+        print("\n".join(f"- {trace}: {n:,} request(s), e.g. {request_id}, which {reason}"
+                        for trace, n, request_id, reason in unserved))
+        print("(the deployment cannot serve them; the figures below leave them out:"
+              " FROM unserved_requests)")
     missing = _added_since(ingested, {file for file, *_ in failed})
     if missing:
         folders = ", ".join(sorted({str(f.parent) for f in missing}))

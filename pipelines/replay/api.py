@@ -174,6 +174,34 @@ def beyond_kv(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
         pl.col("prompt_tokens") + pl.col("output_tokens") - 1 > deployment.kv_capacity_tokens)
 
 
+UNSERVED_SCHEMA = {"trace": pl.String, "request_id": pl.String, "prompt_tokens": pl.Int64,
+                   "output_tokens": pl.Int64, "reason": pl.String}
+
+
+def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deployment,
+                         ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
+    """(each trace's requests `deployment` can serve, the others with their reason): a request
+    one replica's KV cache cannot hold (beyond_kv) is one a real engine refuses at admission,
+    and the replay refuses a log holding one. The replay asset sets such requests aside (table
+    unserved_requests, UNSERVED_SCHEMA), so that one oversized row in one upload does not stop
+    the replay of every trace; a trace left with no request is left out of the first."""
+    served, unserved = {}, []
+    for trace, frame in traces.items():
+        refused = beyond_kv(frame, deployment)
+        if refused.height:
+            unserved.append(refused.select(
+                trace=pl.lit(trace), request_id=pl.col("request_id").cast(pl.String),
+                prompt_tokens="prompt_tokens", output_tokens="output_tokens",
+                reason=pl.format("needs {} tokens of KV cache: one replica of {} holds {}",
+                                 pl.col("prompt_tokens") + pl.col("output_tokens") - 1,
+                                 pl.lit(deployment.name), pl.lit(deployment.kv_capacity_tokens))))
+            frame = frame.join(refused.select("request_id"), on="request_id", how="anti",
+                               maintain_order="left")
+        if frame.height:
+            served[trace] = frame
+    return served, pl.concat([pl.DataFrame(schema=UNSERVED_SCHEMA), *unserved])
+
+
 def _check_span(frame: pl.DataFrame, deployment: Deployment, bin_s: float) -> None:
     """Refuse a log whose span would need a fleet timeline beyond MAX_TIMELINE_CELLS (replicas x
     bins, TIMELINE_SERIES floats each): such a span is almost always an arrival in the wrong

@@ -28,9 +28,10 @@ def test_asset_graph_snapshot():
         "fleet_timeline", "fleet_timeline_minute", "gpu_efficiency", "gpus", "models", "prices",
         "rejected_requests", "report", "report_charts_files", "request_costs", "request_stages",
         "requests", "roofline", "scenario_fleets", "scenario_stages", "shape_buckets", "shape_spend",
-        "stage_breakdown", "trace_files", "what_if",
+        "stage_breakdown", "trace_files", "unserved_requests", "what_if",
     ]
     assert sorted(f"{k.asset_key.to_user_string()}:{k.name}" for k in graph.asset_check_keys) == [
+        "request_stages:every_request_replayed_or_set_aside",
         "request_stages:gpu_seconds_conserved",
         "request_stages:no_negative_stage",
         "request_stages:ttft_covers_prefill",
@@ -38,6 +39,7 @@ def test_asset_graph_snapshot():
         "scenario_stages:every_scenario_replays_every_request",
         "shape_spend:every_request_has_a_shape",
         "trace_files:every_trace_file_ingested",
+        "unserved_requests:every_request_served",
     ]
 
 
@@ -281,6 +283,25 @@ def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypat
             f" content (sha256 {sha[:12]}..., 8,819 rows): each is replayed as a trace of its own,"
             f" so its requests and spend count 2 times; remove the copies\n") in out
     assert out.index("counted more than once") < out.index("$")
+
+
+def test_summary_names_requests_the_replay_set_aside(demo_run, tmp_path, monkeypatch, capsys):
+    """Requests the deployment cannot serve are set aside, the run succeeds and the figures leave
+    them out: the summary names them, per trace, before any dollar figure."""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    reason = "needs 100000019 tokens of KV cache: one replica of d holds 499248"
+    with duckdb.connect(str(warehouse)) as conn:
+        assert scalar(conn, "SELECT count(*) FROM unserved_requests") == 0   # the demo serves all
+        conn.execute("INSERT INTO unserved_requests VALUES ('t', 'd', 't:9', 100000000, 20, ?),"
+                     " ('t', 'd', 't:12', 100000000, 20, ?)", [reason, reason])
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    monkeypatch.setattr(summary, "trace_files", lambda folder: [])
+    assert summary.main() == 0
+    out = capsys.readouterr().out
+    assert (f"\n== Requests set aside, not replayed: 2 ==\n- t: 2 request(s), e.g. t:12, which"
+            f" {reason}\n") in out
+    assert out.index("set aside") < out.index("$")
 
 
 def test_summary_piped_into_head_ends_without_a_traceback(demo_run, tmp_path):

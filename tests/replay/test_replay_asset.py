@@ -13,7 +13,8 @@ import pytest
 from dagster_duckdb import DuckDBResource
 
 from pipelines.defs.ingest.assets import ingested_traces
-from pipelines.defs.replay.assets import replayed_fleet
+from pipelines.defs.replay import checks as replay_checks
+from pipelines.defs.replay.assets import REPLAY_TABLES, replayed_fleet
 from pipelines.warehouse import publish_staged, read_table, stage_rows, write_table
 
 
@@ -62,7 +63,7 @@ def test_replay_replaces_both_tables(tmp_path):
         timeline = read_table(conn, "fleet_timeline")
     assert sorted(stages["request_id"]) == ["a:0", "a:1", "b:0"]
     assert set(timeline["trace"]) == {"a", "b"}
-    assert _tables(path) == {"requests", "trace_files", "request_stages", "fleet_timeline"}
+    assert _tables(path) == {"requests", "trace_files", *REPLAY_TABLES}
     # traces without prefix hashes have no prefix-cache hit rate to report (it read 0.0)
     metadata = result.asset_materializations_for_node("replayed_fleet")[0].metadata
     assert metadata["prefix_cache_hit_rate"].value == {"a": None, "b": None}
@@ -133,14 +134,61 @@ def test_a_failing_second_trace_leaves_the_previous_tables(tmp_path):
     assert _materialize(path).success
     with _connect(path) as conn:
         before = read_table(conn, "request_stages"), read_table(conn, "fleet_timeline")
-        # the first trace replays (and is staged), the second cannot fit any replica's KV cache
-        _write_requests(conn, pl.concat([_requests("good", [100]), _requests("bad", [10**8])]))
+        # the first trace replays (and is staged), the second fails the replay's own checks
+        bad = _requests("bad", [100]).with_columns(cached_tokens=pl.lit(100, pl.Int64))
+        _write_requests(conn, pl.concat([_requests("good", [100]), bad]))
     result = _materialize(path)
     assert not result.success
     with _connect(path) as conn:
         assert read_table(conn, "request_stages").equals(before[0])
         assert read_table(conn, "fleet_timeline").equals(before[1])
-    assert _tables(path) == {"requests", "trace_files", "request_stages", "fleet_timeline"}
+    assert _tables(path) == {"requests", "trace_files", *REPLAY_TABLES}
+
+
+def test_a_request_the_deployment_cannot_serve_is_set_aside_and_the_rest_replays(tmp_path):
+    """One oversized row (a 10^8-token prompt in one upload) failed the replay of every trace,
+    every night. It is set aside into unserved_requests with its reason, every other request
+    replays (a trace left with none is not replayed), the coverage check counts it as set aside
+    and the warning check names it."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, pl.concat([_requests("good", [100, 200]), _requests("mixed", [300, 10**8]),
+                                         _requests("bad", [10**8])]))
+    checks = dg.load_asset_checks_from_modules([replay_checks])
+    result = dg.materialize([replayed_fleet, *checks],
+                            resources={"duckdb": DuckDBResource(database=str(path))},
+                            raise_on_error=False, selection=dg.AssetSelection.all() - dg.AssetSelection.checks(
+                                replay_checks.gpu_seconds_conserved))
+    assert result.success
+    with _connect(path) as conn:
+        replayed = sorted(read_table(conn, "request_stages")["request_id"])
+        unserved = read_table(conn, "unserved_requests")
+    assert replayed == ["good:0", "good:1", "mixed:0"]
+    assert unserved.columns == ["trace", "deployment", "request_id", "prompt_tokens", "output_tokens", "reason"]
+    assert unserved.select("trace", "request_id").rows() == [("mixed", "mixed:1"), ("bad", "bad:0")]
+    assert unserved["reason"][0].startswith(f"needs {10**8 + 19} tokens of KV cache: one replica of")
+    evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert evaluations["every_request_replayed_or_set_aside"].passed
+    warning = evaluations["every_request_served"]
+    assert not warning.passed and warning.severity == dg.AssetCheckSeverity.WARN
+    assert warning.description.startswith("2 request(s) set aside, not replayed")
+
+
+def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path):
+    """requests = replayed + set aside: a request neither replayed nor set aside is named."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("a", [100, 200]))
+    assert _materialize(path).success
+    with _connect(path) as conn:
+        conn.execute("DELETE FROM request_stages WHERE request_id = 'a:1'")
+    check = dg.materialize([replayed_fleet, *dg.load_asset_checks_from_modules([replay_checks])],
+                           resources={"duckdb": DuckDBResource(database=str(path))},
+                           selection=dg.AssetSelection.checks(
+                               replay_checks.every_request_replayed_or_set_aside), raise_on_error=False)
+    [evaluation] = check.get_asset_check_evaluations()
+    assert not evaluation.passed
+    assert evaluation.description == "a: 2 requests, 1 replayed + 0 set aside"
 
 
 def test_publish_is_all_or_nothing(tmp_path):

@@ -11,12 +11,13 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.replay import ReplayError, by_trace, replay_traces
+from pipelines.replay.api import set_aside_unservable
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows
 
 BASELINE = "baseline"
-REPLAY_TABLES = ["request_stages", "fleet_timeline"]
+REPLAY_TABLES = ["request_stages", "fleet_timeline", "unserved_requests"]
 
 
 class ReplayConfig(dg.Config):
@@ -78,11 +79,15 @@ def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
                      description="Per request: queue / prefill / decode / network seconds and GPU-seconds"),
         dg.AssetSpec("fleet_timeline", group_name="replay", deps=["requests", "roofline"],
                      description="Per replica and time bin: busy share, batch, KV use, queue, idle GPU-s"),
+        dg.AssetSpec("unserved_requests", group_name="replay", deps=["requests", "roofline"],
+                     description="Requests the deployment cannot serve (too long for one replica's KV"
+                                 " cache), set aside from the replay with the reason"),
     ],
 )
 def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duckdb: DuckDBResource):
     """Replay each trace on its own fleet of `deployment` (continuous batching, see
-    pipelines/replay/engine.py); the baseline scenario the reports read.
+    pipelines/replay/engine.py); the baseline scenario the reports read. Requests the deployment
+    cannot serve are set aside into unserved_requests (set_aside_unservable), not replayed.
 
     Each trace's results go to temporary staging tables; both tables are replaced together in
     one transaction at the end, so an interrupted or failed replay leaves the previous tables
@@ -100,6 +105,18 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         traces = by_trace(read_table(conn, "requests"))
         if not traces:
             raise dg.Failure(_nothing_to_replay(conn))
+        traces, unserved = set_aside_unservable(traces, deployment)
+        stage_rows(conn, "unserved_requests", unserved.select(
+            "trace", pl.lit(deployment.name).alias("deployment"), *unserved.columns[1:]), first=True)
+        for trace, count, reason in (unserved.group_by("trace", maintain_order=True)
+                                     .agg(pl.len(), pl.col("reason").first()).rows()):
+            context.log.warning(f"{trace}: {count:,} request(s) set aside, not replayed"
+                                f" (unserved_requests), e.g. one that {reason}")
+        if not traces:
+            raise dg.Failure(f"no request can be served by {deployment.name}: every one is set"
+                             f" aside, e.g. one that {unserved['reason'][0]}; replay on a"
+                             f" deployment with more KV memory (more GPUs per replica, fp8 KV"
+                             f" cache)")
 
         def progress_for(trace: str):  # called as the trace's replay starts
             started = time.perf_counter()

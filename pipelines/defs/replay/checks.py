@@ -1,4 +1,5 @@
-"""Replay invariants: stages are non-negative, TTFT covers prefill, GPU-seconds are conserved.
+"""Replay invariants: stages are non-negative, TTFT covers prefill, GPU-seconds are conserved,
+every request is replayed or set aside as unservable (and a warning names the ones set aside).
 
 A failed check stops the run, which then publishes nothing: the offending rows exist only in the
 run's discarded working copy, so a failure names them itself (its description, one line in the
@@ -75,3 +76,36 @@ def gpu_seconds_conserved(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         metadata={"fleets": fleets, "worst_relative_error": float(worst or 0.0),
                   "tolerance": CONSERVATION_TOLERANCE},
     )
+
+
+@dg.asset_check(asset="request_stages", blocking=True, additional_deps=["requests", "unserved_requests"])
+def every_request_replayed_or_set_aside(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """requests = baseline request_stages + unserved_requests, per trace: no request lost or
+    replayed twice on the way from the ingest to the reports."""
+    with duckdb.get_connection() as conn:
+        run_sql(conn, "replay_coverage")
+        off = conn.execute("SELECT trace, requests, replayed, set_aside FROM replay_coverage"
+                           " WHERE requests <> replayed + set_aside ORDER BY trace").fetchall()
+    description = "; ".join(f"{trace}: {requests:,} requests, {replayed:,} replayed + {aside:,} set aside"
+                            for trace, requests, replayed, aside in off[:SHOWN]) or None
+    return dg.AssetCheckResult(passed=not off, description=description,
+                               metadata={"traces_off": len(off)})
+
+
+@dg.asset_check(asset="unserved_requests")
+def every_request_served(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """A warning, not a stop: requests the deployment cannot serve are set aside so that the
+    other traces' reports still come out; this names them (the reports' figures leave them out)."""
+    with duckdb.get_connection() as conn:
+        count = scalar(conn, "SELECT count(*) FROM unserved_requests")
+        rows = conn.sql(f"SELECT trace, request_id, prompt_tokens, output_tokens, reason"
+                        f" FROM unserved_requests ORDER BY trace, request_id LIMIT {SHOWN}").pl()
+    if count == 0:
+        return dg.AssetCheckResult(passed=True, metadata={"unserved_requests": 0})
+    first = rows.row(0, named=True)
+    return dg.AssetCheckResult(
+        passed=False, severity=dg.AssetCheckSeverity.WARN,
+        description=(f"{count:,} request(s) set aside, not replayed: the deployment cannot serve"
+                     f" them, first {first['trace']} {first['request_id']}, which {first['reason']}"),
+        metadata={"unserved_requests": count,
+                  "first_requests": dg.MetadataValue.md(markdown_table(rows, {c: c for c in rows.columns}))})

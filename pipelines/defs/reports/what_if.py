@@ -17,9 +17,11 @@ SCENARIO_TABLES = ["scenario_stages", "scenario_fleets"]
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec("scenario_stages", group_name="reports", deps=["requests", "request_stages", "fleet_timeline"],
+        dg.AssetSpec("scenario_stages", group_name="reports",
+                     deps=["requests", "request_stages", "fleet_timeline", "unserved_requests"],
                      description="Per scenario and request: the request_stages columns of a what-if replay"),
-        dg.AssetSpec("scenario_fleets", group_name="reports", deps=["requests", "request_stages", "fleet_timeline"],
+        dg.AssetSpec("scenario_fleets", group_name="reports",
+                     deps=["requests", "request_stages", "fleet_timeline", "unserved_requests"],
                      description="Per scenario and trace: the deployment replayed, its price, span and "
                                  "idle GPU-s, or why the scenario was skipped on this deployment"),
     ],
@@ -35,7 +37,10 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
         # The baseline replay records its router in fleet_timeline: the what-if replays differ
         # from it only by the scenario's change.
         router = scalar(conn, "SELECT min(router) FROM fleet_timeline WHERE scenario = 'baseline'")
-        requests = read_table(conn, "requests")
+        # the requests the baseline replayed: the ones it set aside are in no scenario either
+        requests = read_table(conn, "requests").join(
+            read_table(conn, "unserved_requests").select("trace", "request_id"),
+            on=["trace", "request_id"], how="anti", maintain_order="left")
         base_name = scalar(conn, "SELECT min(deployment) FROM request_stages WHERE scenario = 'baseline'")
         hash_tokens = hash_tokens_by_trace(conn)
         try:
