@@ -168,10 +168,14 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
 
 def beyond_kv(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     """The requests one replica of `deployment` cannot hold in its KV cache, which the replay
-    refuses: a sequence holds prompt + output - 1 tokens at most (the last token's KV is never
-    written)."""
-    return requests.filter(
-        pl.col("prompt_tokens") + pl.col("output_tokens") - 1 > deployment.kv_capacity_tokens)
+    refuses."""
+    return requests.filter(_kv_tokens() > deployment.kv_capacity_tokens)
+
+
+def _kv_tokens() -> pl.Expr:
+    """The KV-cache tokens a request's sequence holds at most: prompt + output - 1 (the last
+    token's KV is never written)."""
+    return pl.col("prompt_tokens") + pl.col("output_tokens") - 1
 
 
 UNSERVED_SCHEMA = {"trace": pl.String, "request_id": pl.String, "prompt_tokens": pl.Int64,
@@ -180,23 +184,31 @@ UNSERVED_SCHEMA = {"trace": pl.String, "request_id": pl.String, "prompt_tokens":
 
 def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deployment,
                          ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
-    """(each trace's requests `deployment` can serve, the others with their reason): a request
-    one replica's KV cache cannot hold (beyond_kv) is one a real engine refuses at admission,
-    and the replay refuses a log holding one. The replay asset sets such requests aside (table
-    unserved_requests, UNSERVED_SCHEMA), so that one oversized row in one upload does not stop
-    the replay of every trace; a trace left with no request is left out of the first."""
+    """(each trace's requests `deployment` can serve, the others with their reason). An engine
+    refuses at admission a request longer than its model's context (vLLM's max_model_len, the
+    model's max_context in models.csv) and one that one replica's KV cache cannot hold
+    (beyond_kv), and the replay refuses a log holding the latter. The replay asset sets such
+    requests aside (table unserved_requests, UNSERVED_SCHEMA), so that one oversized row in one
+    upload does not stop the replay of every trace; a trace left with no request is left out of
+    the first."""
+    context = deployment.model.max_context
+    length = pl.col("prompt_tokens") + pl.col("output_tokens")
+    too_big = _kv_tokens() > deployment.kv_capacity_tokens
+    reason = pl.format("needs {} tokens of KV cache: one replica of {} holds {}", _kv_tokens(),
+                       pl.lit(deployment.name), pl.lit(deployment.kv_capacity_tokens))
+    if context:
+        too_big = too_big | (length > context)
+        reason = pl.when(length > context).then(pl.format(
+            "has {} tokens (prompt + output), more than {}'s context of {}", length,
+            pl.lit(deployment.model.model), pl.lit(context))).otherwise(reason)
     served, unserved = {}, []
     for trace, frame in traces.items():
-        refused = beyond_kv(frame, deployment)
+        refused = frame.filter(too_big)
         if refused.height:
             unserved.append(refused.select(
                 trace=pl.lit(trace), request_id=pl.col("request_id").cast(pl.String),
-                prompt_tokens="prompt_tokens", output_tokens="output_tokens",
-                reason=pl.format("needs {} tokens of KV cache: one replica of {} holds {}",
-                                 pl.col("prompt_tokens") + pl.col("output_tokens") - 1,
-                                 pl.lit(deployment.name), pl.lit(deployment.kv_capacity_tokens))))
-            frame = frame.join(refused.select("request_id"), on="request_id", how="anti",
-                               maintain_order="left")
+                prompt_tokens="prompt_tokens", output_tokens="output_tokens", reason=reason))
+            frame = frame.filter(~too_big)
         if frame.height:
             served[trace] = frame
     return served, pl.concat([pl.DataFrame(schema=UNSERVED_SCHEMA), *unserved])

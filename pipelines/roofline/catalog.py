@@ -134,7 +134,7 @@ NUMBER_RANGES = {
     "models": {
         **dict.fromkeys(("layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
                          "experts", "experts_per_token", "q_lora_rank", "kv_lora_rank",
-                         "qk_rope_head_dim"), COUNT),
+                         "qk_rope_head_dim", "max_context"), COUNT),
         "total_params_b": POSITIVE, "active_params_b": POSITIVE,
     },
     "prices": {"usd_per_gpu_hour": POSITIVE},
@@ -304,7 +304,7 @@ class Catalog:
         provider, plan = self._price_key(gpu, price_provider, price_plan)
         deployment = Deployment(
             name=name or f"{model}@{gpu}-tp{tp}-{weights}",
-            model=ModelSpec(**{f.name: m[f.name] for f in fields(ModelSpec)}),
+            model=ModelSpec(**{f.name: m.get(f.name) for f in fields(ModelSpec)}),
             gpu=GpuSpec(gpu=gpu, family=g["family"], memory_gb=g["memory_gb"],
                         memory_gib=g["memory_gib"],
                         hbm_bandwidth_gbs=g["hbm_bandwidth_gbs"],

@@ -139,6 +139,10 @@ class ModelSpec:
     q_lora_rank: int | None
     kv_lora_rank: int | None
     qk_rope_head_dim: int | None
+    # the longest sequence (prompt + output) the model serves (its max_position_embeddings);
+    # None where the catalog does not say. Not physics: the replay asset sets aside requests
+    # beyond it, as an engine refuses them (vLLM's max_model_len).
+    max_context: int | None = None
 
 
 @dataclass(frozen=True)

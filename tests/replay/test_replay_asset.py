@@ -15,6 +15,8 @@ from dagster_duckdb import DuckDBResource
 from pipelines.defs.ingest.assets import ingested_traces
 from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.replay.assets import REPLAY_TABLES, replayed_fleet
+from pipelines.replay.api import UNSERVED_SCHEMA, set_aside_unservable
+from pipelines.roofline import load_catalog
 from pipelines.warehouse import publish_staged, read_table, stage_rows, write_table
 
 
@@ -166,12 +168,33 @@ def test_a_request_the_deployment_cannot_serve_is_set_aside_and_the_rest_replays
     assert replayed == ["good:0", "good:1", "mixed:0"]
     assert unserved.columns == ["trace", "deployment", "request_id", "prompt_tokens", "output_tokens", "reason"]
     assert unserved.select("trace", "request_id").rows() == [("mixed", "mixed:1"), ("bad", "bad:0")]
-    assert unserved["reason"][0].startswith(f"needs {10**8 + 19} tokens of KV cache: one replica of")
+    assert unserved["reason"][0] == (f"has {10**8 + 20} tokens (prompt + output), more than"
+                                     f" llama-3.1-70b's context of 131072")
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert evaluations["every_request_replayed_or_set_aside"].passed
     warning = evaluations["every_request_served"]
     assert not warning.passed and warning.severity == dg.AssetCheckSeverity.WARN
     assert warning.description.startswith("2 request(s) set aside, not replayed")
+
+
+def test_a_request_beyond_the_models_context_is_set_aside_with_its_reason():
+    """seed-example serves Llama-2-7B (a 4,096-token context) with room in its KV cache for far
+    longer sequences: a 7,437-token prompt of the Azure code trace was replayed on it as if the
+    engine took it; vLLM refuses it (max_model_len). One token within the context is served."""
+    deployment = load_catalog().deployment("seed-example")
+    assert deployment.model.max_context == 4096 < deployment.kv_capacity_tokens
+    trace = _requests("t", [4076, 4077, 7437])   # 20 output tokens each
+    served, unserved = set_aside_unservable({"t": trace}, deployment)
+    assert served["t"]["request_id"].to_list() == ["t:0"]
+    assert unserved.rows() == [
+        ("t", "t:1", 4077, 20, "has 4097 tokens (prompt + output), more than llama-2-7b's context of 4096"),
+        ("t", "t:2", 7437, 20, "has 7457 tokens (prompt + output), more than llama-2-7b's context of 4096")]
+    small = load_catalog().build(model="llama-3.1-8b", gpu="l4")   # 37,648 tokens of KV cache
+    _, kv = set_aside_unservable({"t": _requests("t", [37629, 37630])}, small)
+    assert kv.select("request_id", "reason").rows() == [
+        ("t:1", "needs 37649 tokens of KV cache: one replica of llama-3.1-8b@l4-tp1-bf16 holds 37648")]
+    everything, none = set_aside_unservable({"t": trace.head(1)}, deployment)
+    assert list(everything) == ["t"] and none.height == 0 and none.columns == list(UNSERVED_SCHEMA)
 
 
 def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path):

@@ -32,7 +32,11 @@ def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     assert result.success
     checks = [e.event_specific_data for e in result.all_events
               if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert checks and all(c.passed for c in checks)
+    # 12 of the 300 conversations are longer than Llama-2-7B's 4,096-token context: set aside,
+    # which the warning check says; every other check passes
+    assert checks and all(c.passed for c in checks if c.check_name != "every_request_served")
+    [warning] = [c for c in checks if c.check_name == "every_request_served"]
+    assert not warning.passed and warning.description.startswith("12 request(s) set aside")
     metadata = fleets_event.asset_materialization.metadata
     assert metadata["router"].value == "round_robin"
     assert set(metadata["skipped_scenarios"].value) == {"tp3"}
@@ -46,6 +50,6 @@ def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     assert marked["shape"].to_list() == ["all"] and marked["requests"].is_null().all()
     assert "tp=3 cannot split llama-2-7b" in marked["skipped"][0]
     assert "tp3" not in replayed["scenario"].to_list() and replayed.height == 9
-    assert (counts["n"] == 300).all()
+    assert (counts["n"] == 300 - 12).all()
     report = (tmp_path / "reports" / "report.md").read_text()
     assert "cannot apply to this deployment" in report and "`tp3`: scenario 'tp3'" in report

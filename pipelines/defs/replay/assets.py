@@ -80,8 +80,9 @@ def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
         dg.AssetSpec("fleet_timeline", group_name="replay", deps=["requests", "roofline"],
                      description="Per replica and time bin: busy share, batch, KV use, queue, idle GPU-s"),
         dg.AssetSpec("unserved_requests", group_name="replay", deps=["requests", "roofline"],
-                     description="Requests the deployment cannot serve (too long for one replica's KV"
-                                 " cache), set aside from the replay with the reason"),
+                     description="Requests the deployment cannot serve (longer than its model's"
+                                 " context or one replica's KV cache), set aside from the replay"
+                                 " with the reason"),
     ],
 )
 def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duckdb: DuckDBResource):
@@ -115,8 +116,8 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         if not traces:
             raise dg.Failure(f"no request can be served by {deployment.name}: every one is set"
                              f" aside, e.g. one that {unserved['reason'][0]}; replay on a"
-                             f" deployment with more KV memory (more GPUs per replica, fp8 KV"
-                             f" cache)")
+                             f" deployment whose model's context and KV cache hold them (more"
+                             f" GPUs per replica, an fp8 KV cache)")
 
         def progress_for(trace: str):  # called as the trace's replay starts
             started = time.perf_counter()
