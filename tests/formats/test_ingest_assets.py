@@ -241,6 +241,20 @@ def test_inbox_sensor_names_a_missing_folder_and_keeps_its_cursor(inbox):
     assert isinstance(trace_inbox_sensor(dg.build_sensor_context(cursor=missing.cursor)), dg.SkipReason)
 
 
+def test_inbox_sensor_skips_a_run_the_preflight_refuses_until_it_is_fixed(inbox, monkeypatch):
+    """A file arriving under a bad setting is skipped with the preflight's message, as a nightly
+    tick is, not a run that fails; it asks again once the setting is fixed."""
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "no-such-fleet")
+    context = dg.build_sensor_context(cursor=None)
+    skip = trace_inbox_sensor(context)
+    assert isinstance(skip, dg.SkipReason) and "FLEETSPEND_DEPLOYMENT='no-such-fleet'" in skip.skip_message
+    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT")
+    context = dg.build_sensor_context(cursor=context.cursor)
+    request = trace_inbox_sensor(context)
+    assert isinstance(request, dg.RunRequest) and request.tags["fleetspend/new_trace_files"] == "1"
+
+
 def test_inbox_sensor_ignores_a_file_removed_while_listing(inbox, monkeypatch):
     """A file listed, then removed before its stat, is not in the folder: no run for it."""
     shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)

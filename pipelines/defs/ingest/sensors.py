@@ -6,7 +6,9 @@ folder).
 The cursor is the folder's listing as {path: "size:mtime_ns"} (plus the same of the file's
 option sidecar, when it has one, so editing a sidecar asks for a run): cheap to take every 60 s even
 for GB-sized logs (content hashes are taken by the run itself, which skips files it already
-holds, so a touched but unchanged file costs one hash and no rows).
+holds, so a touched but unchanged file costs one hash and no rows). As the nightly schedule's
+ticks, a file's arrival under a configuration the preflight refuses is skipped with its message
+instead of starting a run that would fail, and asks again at every evaluation until it is fixed.
 """
 
 import hashlib
@@ -15,9 +17,11 @@ import json
 import dagster as dg
 
 from pipelines import settings
+from pipelines.defs.preflight import check_run
 from pipelines.formats.sidecar import sidecar_of
 from pipelines.formats.source import trace_files
 from pipelines.ingest_store import INGEST_TABLES
+from pipelines.preflight import ConfigurationError
 
 # Calibration is on demand (README "Calibration"): a full replay of the log per least-squares
 # evaluation (up to 400 a fit, plus one per fitted factor for each finite-difference Jacobian,
@@ -52,6 +56,11 @@ def trace_inbox_sensor(context: dg.SensorEvaluationContext):
         listing[str(path)] = stamp if sidecar is None else f"{stamp}|{sidecar}"
     new = sorted(path for path, stamp in listing.items() if seen.get(path) != stamp)
     removed = sorted(set(seen) - set(listing))   # the run drops their rows (and failed entries)
+    if new or removed:
+        try:
+            check_run(settings.warehouse_path(), {})
+        except ConfigurationError as exc:   # the cursor stays: the files ask again once it is fixed
+            return dg.SkipReason(str(exc))
     context.update_cursor(json.dumps(listing, sort_keys=True))
     if not new and not removed:
         return dg.SkipReason(f"no new, changed or removed trace files in {folder}")
