@@ -178,14 +178,50 @@ def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
     return step.step_seconds(d.coefficients, col["tokens"], pairs, col["kv_read"], col["kv_written"])
 
 
+# ---- arguments ----------------------------------------------------------------------------------
+
+def _check_frame(name: str, frame) -> None:
+    """A CalibrationError naming the argument when it is not a polars DataFrame (the calls
+    below would fail with an AttributeError on its first use)."""
+    if not isinstance(frame, pl.DataFrame):
+        hint = (" (call .collect() first)" if isinstance(frame, pl.LazyFrame)
+                else " (pl.DataFrame(...), pl.from_pandas(...), pl.read_csv(...))")
+        raise CalibrationError(f"{name}: expected a polars DataFrame, got {type(frame).__name__}{hint}")
+
+
+def _check_deployment(d) -> None:
+    """A CalibrationError naming what was passed where a Deployment belongs (a name, say)."""
+    if not isinstance(d, Deployment):
+        raise CalibrationError(f"{d!r} is not a Deployment: expected e.g. "
+                               f"load_catalog().deployment(name) or load_catalog().build(...)")
+
+
+def _check_buckets(buckets) -> None:
+    """The shape buckets every error is grouped by: prompt and output rows of shape_buckets.csv."""
+    _check_frame("buckets", buckets)
+    expected = "the shape buckets of shape_buckets.csv (pipelines.roofline.catalog.load_shape_buckets())"
+    missing = {"dimension", "lower", "label"} - set(buckets.columns)
+    if missing:
+        raise CalibrationError(f"buckets lack column(s) {sorted(missing)}: expected {expected}")
+    for dimension in ("prompt", "output"):
+        if buckets.filter(pl.col("dimension") == dimension).height == 0:
+            raise CalibrationError(f"buckets have no {dimension!r} rows: expected {expected}")
+
+
 # ---- observations in long form ------------------------------------------------------------------
 
 def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
     """request_id, shape, metric, observed, split (alternating in arrival order)."""
+    _check_frame("requests", requests)
+    _check_buckets(buckets)
     missing = {"request_id", "arrival_s", "prompt_tokens", "output_tokens",
                *REQUEST_METRICS.values()} - set(requests.columns)
     if missing:
         raise CalibrationError(f"requests lack column(s) {sorted(missing)}")
+    for column in ("arrival_s", "prompt_tokens", "output_tokens", *REQUEST_METRICS.values()):
+        if not (requests.schema[column].is_numeric() or requests.schema[column] == pl.Null):
+            raise CalibrationError(f"requests column {column} holds {requests.schema[column]}:"
+                                   f" expected numbers")
     # predictions are matched to observations by request_id: a repeated or missing id would
     # pair a request with another one's replayed latency
     ids = requests["request_id"]
@@ -209,6 +245,8 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
 def _step_observations(steps: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
     """kind, batch, tokens, shape (`prefill` / `decode`, batch, prompt bucket), metric, observed,
     split (alternating in row order)."""
+    _check_frame("steps", steps)
+    _check_buckets(buckets)
     missing = {"kind", "batch", "prompt_tokens", "context_tokens", "observed_s"} - set(steps.columns)
     if missing:
         raise CalibrationError(f"step measurements lack column(s) {sorted(missing)}")
@@ -317,8 +355,11 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
     estimates (every observed metric is still reported). `router` and `hash_tokens` are the
     replay's (pipelines.replay.replay_fleet)."""
+    _check_deployment(d)
     if isinstance(fit_metrics, str):   # fit_metrics="ttft": one metric, not its letters
         fit_metrics = (fit_metrics,)
+    if not isinstance(fit_metrics, (list, tuple, set, frozenset)):
+        raise CalibrationError(f"fit_metrics={fit_metrics!r}: expected some of {list(REQUEST_METRICS)}")
     unknown = set(fit_metrics) - set(REQUEST_METRICS)
     if unknown or not fit_metrics:
         raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
@@ -340,6 +381,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
 def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -> Calibration:
     """Fit `d` to measured prefill and decode step times (module docstring). The network
     one-way latency does not enter step times and keeps its value."""
+    _check_deployment(d)
     obs = _step_observations(steps, buckets)
     return _calibrate(d, obs, lambda candidate: predict_steps(candidate, obs),
                       ("prefill", "decode"), client_path=False)
@@ -456,8 +498,13 @@ def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, b
     that cannot be calibrated on the log (too few observations, a request it cannot serve) is
     listed with the reason; if none can, CalibrationError says why for each. With one
     candidate this is calibrate_requests."""
+    if isinstance(candidates, Deployment) or not isinstance(candidates, (list, tuple)):
+        raise CalibrationError(f"candidates: expected a list of Deployments, got "
+                               f"{type(candidates).__name__} (calibrate_requests takes one)")
     if not candidates:
         raise CalibrationError("no candidate deployment to calibrate")
+    for d in candidates:
+        _check_deployment(d)
     results, rows = [], []
     for d in candidates:
         try:

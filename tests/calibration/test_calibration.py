@@ -104,6 +104,32 @@ def test_request_ids_that_do_not_name_one_request_each_are_refused(catalog, ids,
                            fit_metrics=("ttft",))
 
 
+@pytest.mark.parametrize(("call", "named"), [
+    (lambda d, log: calibrate_requests(d, None, BUCKETS), "requests: expected a polars DataFrame, got NoneType"),
+    (lambda d, log: calibrate_requests(d, log.to_dict(), BUCKETS), "got dict"),
+    (lambda d, log: calibrate_requests(d, log.lazy(), BUCKETS), r"got LazyFrame \(call .collect"),
+    (lambda d, log: calibrate_requests(d, log, None), "buckets: expected a polars DataFrame"),
+    (lambda d, log: calibrate_requests(d, log, BUCKETS.clear()), "buckets have no 'prompt' rows"),
+    (lambda d, log: calibrate_requests(d, log, BUCKETS.drop("label")), r"buckets lack column\(s\) \['label'\]"),
+    (lambda d, log: calibrate_requests(d, log, BUCKETS, fit_metrics=None), "fit_metrics=None"),
+    (lambda d, log: calibrate_requests(d.name, log, BUCKETS), "'burstgpt-vllm-1b-4090' is not a Deployment"),
+    (lambda d, log: calibrate_requests(d, log.with_columns(pl.col("prompt_tokens").cast(pl.String)),
+                                       BUCKETS), "column prompt_tokens holds String"),
+    (lambda d, log: calibrate_candidates(d, log, BUCKETS), "expected a list of Deployments, got Deployment"),
+    (lambda d, log: calibrate_candidates([d.name], log, BUCKETS), "is not a Deployment"),
+    (lambda d, log: calibrate_candidates([d], None, BUCKETS), "requests: expected a polars DataFrame"),
+    (lambda d, log: calibrate_steps(d, [], BUCKETS), "steps: expected a polars DataFrame, got list"),
+], ids=["none", "dict", "lazy", "no-buckets", "empty-buckets", "bucket-column", "metrics-none",
+        "name", "text-tokens", "one-candidate", "candidate-name", "candidates-none", "steps-list"])
+def test_wrong_arguments_are_named(catalog, call, named):
+    """Wrong argument types are a CalibrationError naming the argument; they were
+    AttributeErrors ('NoneType' object has no attribute 'columns' / 'filter'), an IndexError
+    for empty buckets, polars' 'cannot compare string with numeric type' or a TypeError."""
+    log = burstgpt(100).head(20)
+    with pytest.raises(CalibrationError, match=named):
+        call(catalog.deployment("burstgpt-vllm-1b-4090"), log)
+
+
 def test_unknown_step_kind_is_named(catalog):
     steps = pl.DataFrame({"kind": ["warmup"] * 8, "batch": [1] * 8, "prompt_tokens": [100] * 8,
                           "context_tokens": [0] * 8, "observed_s": [0.1] * 8})
