@@ -234,9 +234,21 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
         ordered.select("request_id", "prompt_tokens", "output_tokens", "order",
                        metric=pl.lit(metric), observed=pl.col(column).cast(pl.Float64))
         for metric, column in REQUEST_METRICS.items()
-    ]).filter(pl.col("observed").is_not_null() & (pl.col("observed") > 0))
+    ]).filter(pl.col("observed").is_not_null())
+    # a latency cannot be negative, NaN or infinite (the fit's residuals would be too); 0 s is a
+    # log's mark for "not measured" and is left out, saying so when nothing else is left
+    bad = long.filter(~pl.col("observed").is_finite() | (pl.col("observed") < 0))
+    if bad.height:
+        first = bad.row(0, named=True)
+        raise CalibrationError(
+            f"request {first['request_id']!r}: observed {first['metric']} is {first['observed']}"
+            f" s: expected a finite latency of 0 s or more ({bad.height} such observation(s))")
+    zeros = long.filter(pl.col("observed") == 0).height
+    long = long.filter(pl.col("observed") > 0)
     if long.height == 0:
-        raise CalibrationError("no request carries an observed TTFT or end-to-end latency")
+        raise CalibrationError("no request carries an observed TTFT or end-to-end latency" + (
+            f" above 0 s ({zeros} observation(s) of 0 s, which no request can take, are left out)"
+            if zeros else ""))
     return _with_shape(long, buckets).with_columns(
         split=pl.when(pl.col("order") % 2 == 0).then(pl.lit(FIT)).otherwise(pl.lit(HELD_OUT))
     ).drop("order")

@@ -104,6 +104,29 @@ def test_request_ids_that_do_not_name_one_request_each_are_refused(catalog, ids,
                            fit_metrics=("ttft",))
 
 
+@pytest.mark.parametrize(("value", "named"), [
+    (-0.5, r"observed ttft is -0.5 s: expected a finite latency"),
+    (float("nan"), "observed ttft is nan s"),
+    (float("inf"), "observed ttft is inf s"),
+], ids=["negative", "nan", "inf"])
+def test_a_latency_no_request_can_take_is_named(catalog, value, named):
+    """A negative latency was dropped without a word (the fit ran on the rest), NaN or inf
+    stopped scipy with 'Residuals are not finite in the initial point'."""
+    log = burstgpt(100).head(20).with_columns(
+        observed_ttft_s=pl.when(pl.int_range(pl.len()) == 3).then(value)
+        .otherwise(pl.col("observed_ttft_s")))
+    with pytest.raises(CalibrationError, match=named):
+        calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), log, BUCKETS)
+
+
+def test_a_log_of_zero_latencies_says_so(catalog):
+    """0 s (a log's 'not measured') is left out; a log of nothing else said it carried no
+    observed latency at all."""
+    log = burstgpt(100).head(20).with_columns(observed_ttft_s=pl.lit(0.0), observed_e2e_s=pl.lit(0.0))
+    with pytest.raises(CalibrationError, match=r"above 0 s \(40 observation\(s\) of 0 s"):
+        calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), log, BUCKETS)
+
+
 @pytest.mark.parametrize(("call", "named"), [
     (lambda d, log: calibrate_requests(d, None, BUCKETS), "requests: expected a polars DataFrame, got NoneType"),
     (lambda d, log: calibrate_requests(d, log.to_dict(), BUCKETS), "got dict"),
