@@ -12,7 +12,7 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
 - the AIBrix benchmark-client log (deepseek-coder-6.7b-instruct on one A10 under vLLM 0.6.2;
   deployment aibrix-deepseek-coder-a10), fitted on TTFT and e2e; and the same log offered to
   calibrate_candidates on five GPUs (AIBRIX_CANDIDATES), to show which one it keeps;
-- when ../shared/traces/ is there, the same BurstGPT vLLM logs ingested end to end by
+- when ../shared/traces/ (or $FLEETSPEND_PUBLIC_TRACES) is there, the same BurstGPT vLLM logs ingested end to end by
   pipelines.formats.read_trace (format detected; out_len_per_token from the engine log, as in
   tests/fixtures/README.md) instead of the hand-built fixture;
 - the LLMPerf leaderboard's per-request files (every one in ../shared/traces/llmperf-leaderboard/
@@ -25,6 +25,7 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -44,8 +45,11 @@ from pipelines.roofline.calibration import (
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
-SHARED_BURSTGPT = ROOT.parent / "shared" / "traces" / "burstgpt-vllm-replay-logs"
-SHARED_LLMPERF = ROOT.parent / "shared" / "traces" / "llmperf-leaderboard" / "individual"
+# the shared public traces where the tests find them (tests/public_traces.py): ../shared/traces/
+# beside the checkout, or the folder FLEETSPEND_PUBLIC_TRACES names
+SHARED = Path(os.environ.get("FLEETSPEND_PUBLIC_TRACES", ROOT.parent / "shared" / "traces"))
+SHARED_BURSTGPT = SHARED / "burstgpt-vllm-replay-logs"
+SHARED_LLMPERF = SHARED / "llmperf-leaderboard" / "individual"
 OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}  # out_len units per generated token (engine log)
 AIBRIX_CANDIDATES = ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm")  # one GPU each, bf16
 LLMPERF_CLIENTS = 5  # the leaderboard's --num-concurrent-requests (llmperf-leaderboard README)

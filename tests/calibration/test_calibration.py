@@ -345,3 +345,18 @@ def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     assert l40s["plausible"] and l40s["fit_error"] < a10["fit_error"]
     assert a10["catalog_error"] < 0.10 < 0.25 < l40s["catalog_error"]
     assert a10["catalog_error"] == pytest.approx(aibrix_choice.kept.catalog_error)
+
+
+def test_the_calibration_bench_reads_the_shared_traces_where_the_tests_do(monkeypatch, tmp_path):
+    """bench/validation_calibration.py looked only beside the checkout: from a clone elsewhere,
+    with FLEETSPEND_PUBLIC_TRACES set as for the tests, it skipped the shared BurstGPT logs and
+    ran 2 of the 19 LLMPerf files, printing '2 of 2 logs have a plausible deployment'."""
+    import importlib.util
+
+    monkeypatch.setenv("FLEETSPEND_PUBLIC_TRACES", str(tmp_path))
+    path = Path(__file__).resolve().parents[2] / "bench" / "validation_calibration.py"
+    spec = importlib.util.spec_from_file_location("validation_calibration", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.SHARED_BURSTGPT == tmp_path / "burstgpt-vllm-replay-logs"
+    assert bench.SHARED_LLMPERF == tmp_path / "llmperf-leaderboard" / "individual"
