@@ -9,5 +9,8 @@ CREATE TABLE IF NOT EXISTS calibration (
     parameter  VARCHAR,
     before     DOUBLE,
     after      DOUBLE,
-    at_bound   BOOLEAN
+    at_bound   BOOLEAN,
+    -- why the deployment cannot have served the log (Calibration.warnings, one per line, as in
+    -- the asset's implausible_fits metadata); null for a plausible fit
+    implausible VARCHAR
 );

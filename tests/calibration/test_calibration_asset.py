@@ -111,6 +111,22 @@ def test_a_deployment_that_cannot_have_served_the_log_is_named_in_the_metadata(t
     assert "faster than splitwise-70b-a100-tp2" in implausible
 
 
+def test_an_implausible_fit_says_so_in_the_calibration_table(tmp_path):
+    """The table alone showed the 70B fit of the 1B log with at_bound false on every row, as
+    a plausible fit looks: why it is implausible was only in the metadata and the run log."""
+    requests = _requests(True)
+    result, warehouse = _materialize(tmp_path, requests, {
+        "deployments": {"burstgpt-scale100": "splitwise-70b-a100-tp2",
+                        "burstgpt-scale1000": DEPLOYMENT}, "fit_metrics": ["ttft"]})
+    assert result.success
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        rows = dict(conn.sql("SELECT trace, any_value(implausible) FROM calibration"
+                             " GROUP BY trace").fetchall())
+    assert rows["burstgpt-scale1000"] is None
+    assert rows["burstgpt-scale100"].startswith("median observed ttft")
+    assert "faster than splitwise-70b-a100-tp2" in rows["burstgpt-scale100"]
+
+
 def test_candidates_keep_the_deployment_that_served_the_log(tmp_path):
     """Offered the 70B on two A100s and the 1B card that really served it, the asset keeps the
     1B card's fit and lists both candidates with the reason the other was ruled out."""

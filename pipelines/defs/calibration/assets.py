@@ -21,7 +21,8 @@ from pipelines.warehouse import read_table, run_sql, write_table
 # The two tables' columns, typed as sql/calibration_table.sql and sql/calibration_errors_table.sql
 # declare them (the ingest creates them empty, before calibration first runs).
 PARAMETER_SCHEMA = {"trace": pl.String, "deployment": pl.String, "parameter": pl.String,
-                    "before": pl.Float64, "after": pl.Float64, "at_bound": pl.Boolean}
+                    "before": pl.Float64, "after": pl.Float64, "at_bound": pl.Boolean,
+                    "implausible": pl.String}
 ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,
                 "split": pl.String, "metric": pl.String, "observations": pl.Int64,
                 "median_observed_s": pl.Float64, "error_before": pl.Float64,
@@ -111,8 +112,11 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         name = result.before.name
         labels = {"trace": pl.lit(trace), "deployment": pl.lit(name)}
         bounded = result.at_bound()
+        # why the deployment cannot have served the log, in the table too: a reader of the
+        # table alone saw every at_bound false on a fit the metadata calls implausible
+        implausible = "\n".join(result.warnings) or None
         parameters.append(pl.DataFrame(
-            [(trace, name, p, float(b), float(a), p in bounded)
+            [(trace, name, p, float(b), float(a), p in bounded, implausible)
              for p, (b, a) in result.parameters().items()],
             schema=PARAMETER_SCHEMA, orient="row"))
         errors.append(result.errors.select(**labels, **{c: c for c in result.errors.columns}))
