@@ -211,7 +211,8 @@ def _check_buckets(buckets) -> None:
 # ---- observations in long form ------------------------------------------------------------------
 
 def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
-    """request_id, shape, metric, observed, split (alternating in arrival order)."""
+    """request_id, shape, metric, observed, split (alternating over the observed requests in
+    arrival order)."""
     _check_frame("requests", requests)
     _check_buckets(buckets)
     missing = {"request_id", "arrival_s", "prompt_tokens", "output_tokens",
@@ -249,8 +250,12 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
         raise CalibrationError("no request carries an observed TTFT or end-to-end latency" + (
             f" above 0 s ({zeros} observation(s) of 0 s, which no request can take, are left out)"
             if zeros else ""))
+    # the halves alternate over the requests that carry an observation, not over every request:
+    # in a partly observed log numbered by all its requests, observations on every other one
+    # would all fall in one half
+    observed_order = pl.col("order").rank("dense") - 1
     return _with_shape(long, buckets).with_columns(
-        split=pl.when(pl.col("order") % 2 == 0).then(pl.lit(FIT)).otherwise(pl.lit(HELD_OUT))
+        split=pl.when(observed_order % 2 == 0).then(pl.lit(FIT)).otherwise(pl.lit(HELD_OUT))
     ).drop("order")
 
 

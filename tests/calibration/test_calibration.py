@@ -119,6 +119,20 @@ def test_a_latency_no_request_can_take_is_named(catalog, value, named):
         calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), log, BUCKETS)
 
 
+def test_the_halves_alternate_over_the_observed_requests(catalog):
+    """A log whose every other request (in arrival order) carries latencies: the halves were
+    numbered over all requests, so all 10 observed ones fell in the held-out half and the log
+    was refused with '0 observations in the fit half'."""
+    log = burstgpt(100).head(20).sort("arrival_s")
+    odd = pl.int_range(pl.len()) % 2 == 1
+    partial = log.with_columns(observed_ttft_s=pl.when(odd).then(pl.col("observed_ttft_s")),
+                               observed_e2e_s=pl.when(odd).then(pl.col("observed_e2e_s")))
+    result = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), partial, BUCKETS,
+                                fit_metrics=("ttft",))
+    overall = result.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("metric") == "ttft"))
+    assert dict(overall.select("split", "observations").iter_rows()) == {"fit": 5, "held_out": 5}
+
+
 def test_a_log_of_zero_latencies_says_so(catalog):
     """0 s (a log's 'not measured') is left out; a log of nothing else said it carried no
     observed latency at all."""
