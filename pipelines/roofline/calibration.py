@@ -268,8 +268,19 @@ def _step_observations(steps: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFra
     if missing:
         raise CalibrationError(f"step measurements lack column(s) {sorted(missing)}")
     kinds = set(steps["kind"].unique()) - {"prefill", "decode"}
-    if kinds:
-        raise CalibrationError(f"step kind(s) {sorted(kinds)}: expected 'prefill' or 'decode'")
+    if kinds:   # sorted by text: a missing kind (None) does not compare with 'warmup'
+        raise CalibrationError(f"step kind(s) {sorted(kinds, key=str)}: expected 'prefill' or 'decode'")
+    if not steps.schema["observed_s"].is_numeric():
+        raise CalibrationError(f"step measurements column observed_s holds "
+                               f"{steps.schema['observed_s']}: expected seconds")
+    # a step time the log of residuals cannot take stopped scipy ('Residuals are not finite')
+    bad = steps.with_row_index("row").filter(
+        pl.col("observed_s").is_null() | ~(pl.col("observed_s").cast(pl.Float64) > 0)
+        | ~pl.col("observed_s").cast(pl.Float64).is_finite())
+    if bad.height:
+        raise CalibrationError(f"step measurement row {bad['row'][0]}: observed_s is "
+                               f"{bad['observed_s'][0]}: expected a finite number of seconds > 0"
+                               f" ({bad.height} such row(s))")
     prompt_breaks, prompt_labels = _labels(buckets, "prompt")
     return steps.with_row_index("order").with_columns(
         metric=pl.col("kind"), observed=pl.col("observed_s").cast(pl.Float64),

@@ -174,6 +174,22 @@ def test_unknown_step_kind_is_named(catalog):
         calibrate_steps(catalog.deployment("splitwise-70b-h100-tp2"), steps, BUCKETS)
 
 
+@pytest.mark.parametrize(("column", "values", "named"), [
+    ("observed_s", [0.0, 0.02] * 4, "row 0: observed_s is 0.0: expected a finite number of seconds > 0"),
+    ("observed_s", [-0.05, 0.02] * 4, "observed_s is -0.05"),
+    ("observed_s", [None, 0.02] * 4, "observed_s is None"),
+    ("kind", [None, "warmup"] * 4, r"step kind\(s\) \[None, 'warmup'\]"),
+], ids=["zero", "negative", "missing", "missing-and-unknown-kind"])
+def test_a_step_time_or_kind_that_cannot_be_fitted_is_named(catalog, column, values, named):
+    """Step times of 0, below 0 or missing stopped scipy with 'Residuals are not finite in the
+    initial point', and a missing kind beside an unknown one with a TypeError from sorting."""
+    steps = pl.DataFrame({"kind": ["prefill", "decode"] * 4, "batch": [1] * 8,
+                          "prompt_tokens": [100] * 8, "context_tokens": [200] * 8,
+                          "observed_s": [0.05, 0.02] * 4}).with_columns(pl.Series(column, values))
+    with pytest.raises(CalibrationError, match=named):
+        calibrate_steps(catalog.deployment("splitwise-70b-h100-tp2"), steps, BUCKETS)
+
+
 SHARED_BURSTGPT = SHARED / "burstgpt-vllm-replay-logs"
 # out_len units per generated token of each run, from its engine log (tests/fixtures/README.md)
 OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}
