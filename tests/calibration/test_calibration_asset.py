@@ -67,6 +67,9 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     metadata = result.asset_materializations_for_node("calibrated")
     by_key = {m.asset_key.to_user_string(): m.metadata for m in metadata}
     assert by_key["calibration"]["calibrated_traces"].value == 2
+    # which deployment each trace was fitted on, not only its factors
+    assert f"| burstgpt-scale1000 | {DEPLOYMENT} | compute_efficiency |" in (
+        by_key["calibration"]["parameters"].value)
     assert by_key["calibration"]["implausible_fits"].value == "none"
     assert not params["at_bound"].any()
     assert held["error_baseline"].is_not_null().all()

@@ -143,10 +143,11 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
         why = "every observed trace was skipped" if skipped else "no request carries observed latencies"
         return {"calibrated_traces": dg.MetadataValue.text(f"none: {why}"),
                 "implausible_fits": dg.MetadataValue.md("none")}
-    lines = ["| trace | parameter | before | after |", "|---|---|---:|---:|"]
+    # the deployment each trace was fitted on: the config's, the default's or the kept candidate
+    lines = ["| trace | deployment | parameter | before | after |", "|---|---|---|---:|---:|"]
     for trace, result in summary.items():
         for p, (before, after) in result.parameters().items():
-            lines.append(f"| {trace} | {p} | {before:.4g} | {after:.4g} |")
+            lines.append(f"| {trace} | {result.before.name} | {p} | {before:.4g} | {after:.4g} |")
     warnings = [f"- {trace}: {w}" for trace, result in summary.items() for w in result.warnings]
     return {"calibrated_traces": dg.MetadataValue.int(len(summary)),
             "parameters": dg.MetadataValue.md("\n".join(lines)),
