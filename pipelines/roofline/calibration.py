@@ -223,6 +223,12 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
         if not (requests.schema[column].is_numeric() or requests.schema[column] == pl.Null):
             raise CalibrationError(f"requests column {column} holds {requests.schema[column]}:"
                                    f" expected numbers")
+    # one log is one fleet: the replay would queue and batch two traces' requests together
+    # (the calibration_requests view holds every observed trace)
+    traces = requests["trace"].unique(maintain_order=True) if "trace" in requests.columns else []
+    if len(traces) > 1:
+        raise CalibrationError(f"requests hold {len(traces)} traces ({', '.join(map(str, traces))}):"
+                               f" calibrate one log at a time (pipelines.replay.by_trace splits them)")
     # predictions are matched to observations by request_id: a repeated or missing id would
     # pair a request with another one's replayed latency
     ids = requests["request_id"]

@@ -133,6 +133,16 @@ def test_the_halves_alternate_over_the_observed_requests(catalog):
     assert dict(overall.select("split", "observations").iter_rows()) == {"fit": 5, "held_out": 5}
 
 
+def test_two_traces_in_one_frame_are_refused(catalog):
+    """The calibration_requests view holds every observed trace; passed whole, its traces were
+    replayed on one fleet, queueing behind each other, and calibrated as one log."""
+    log = burstgpt(100).head(20)
+    two = pl.concat([log.with_columns(trace=pl.lit("a")),
+                     log.with_columns(trace=pl.lit("b"), request_id=pl.col("request_id") + "b")])
+    with pytest.raises(CalibrationError, match=r"requests hold 2 traces \(a, b\)"):
+        calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), two, BUCKETS)
+
+
 def test_a_log_of_zero_latencies_says_so(catalog):
     """0 s (a log's 'not measured') is left out; a log of nothing else said it carried no
     observed latency at all."""
