@@ -60,9 +60,10 @@ class CalibrationConfig(dg.Config):
 def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duckdb: DuckDBResource):
     """Every trace with observed TTFT or end-to-end latency on some request is replayed whole on
     the deployment that served it and that deployment's factors are fitted (robust least squares,
-    pipelines/roofline/calibration.py); traces without observations are left out. A trace that
-    cannot be calibrated (too few observations, a request the deployment cannot serve) is
-    skipped, logged and listed with its reason in the metadata; only a configuration error
+    pipelines/roofline/calibration.py); traces without observations are left out (and named in
+    the metadata, `unobserved_traces`). A trace that cannot be calibrated (too few
+    observations, a request the deployment cannot serve) is skipped, logged and listed with
+    its reason in the metadata; only a configuration error
     (unknown deployment, router or metric, a trace named in `deployments` or `candidates` that
     has no observed latencies) fails the asset."""
     # the preflight's checks (every run through the warehouse resource has passed them), again
@@ -77,8 +78,12 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         run_sql(conn, "calibration_requests")
         requests = read_table(conn, "calibration_requests")
         buckets = read_table(conn, "shape_buckets")
+        ingested = read_table(conn, "trace_files")["trace"]
     traces = by_trace(requests)
     observed = sorted(traces)
+    # named in the metadata: a log whose latencies were not read (a generic CSV without an
+    # observed_ttft_s column mapping) was otherwise left out without a word
+    unobserved = sorted(set(ingested) - set(observed))
     unknown = sorted((set(config.deployments) | set(config.candidates)) - set(observed))
     if unknown:  # a typo would silently calibrate that trace on the default deployment
         raise dg.Failure(f"calibration config: deployments / candidates name trace(s) {unknown}"
@@ -133,7 +138,8 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
             **table_metadata(conn, "calibration"), **_fit_metadata(summary, skipped),
             **{f"{trace} candidates": dg.MetadataValue.md(_candidates_table(choice))
                for trace, choice in choices.items()},
-            "skipped_traces": dg.MetadataValue.json(skipped)})
+            "skipped_traces": dg.MetadataValue.json(skipped),
+            "unobserved_traces": dg.MetadataValue.json(unobserved)})
         yield dg.MaterializeResult(asset_key="calibration_errors", metadata={
             **table_metadata(conn, "calibration_errors"), **_error_metadata(summary)})
 
