@@ -59,6 +59,7 @@ finding of what the provider ran.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -557,10 +558,22 @@ def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, b
                   calibrations=tuple(results))
 
 
+# the columns of SplitwiseSim's perf_model.csv that perf_model_steps reads
+PERF_MODEL_COLUMNS = ("model", "hardware", "tensor_parallel", "batch_size", "prompt_size",
+                      "token_size", "prompt_time", "token_time")
+
+
 def perf_model_steps(perf_model: pl.DataFrame, model: str, hardware: str, tp: int) -> pl.DataFrame:
     """SplitwiseSim perf_model.csv rows of one configuration as step measurements: each row's
     prompt_time (ms) is the prefill of batch_size prompts, its token_time (ms) a decode step over
     batch_size sequences (context taken at the middle of the output: prompt + token_size / 2)."""
+    _check_frame("perf_model", perf_model)
+    missing = set(PERF_MODEL_COLUMNS) - set(perf_model.columns)
+    if missing:
+        raise CalibrationError(f"perf_model lacks column(s) {sorted(missing)}: expected "
+                               f"SplitwiseSim's data/perf_model.csv")
+    if isinstance(tp, bool) or not isinstance(tp, numbers.Integral):
+        raise CalibrationError(f"tp={tp!r}: expected a whole number of GPUs")
     rows = perf_model.filter((pl.col("model") == model) & (pl.col("hardware") == hardware)
                              & (pl.col("tensor_parallel") == tp))
     if rows.height == 0:

@@ -200,6 +200,20 @@ def test_a_step_time_or_kind_that_cannot_be_fitted_is_named(catalog, column, val
         calibrate_steps(catalog.deployment("splitwise-70b-h100-tp2"), steps, BUCKETS)
 
 
+@pytest.mark.parametrize(("perf_model", "tp", "named"), [
+    (None, 2, "perf_model: expected a polars DataFrame, got NoneType"),
+    (pl.DataFrame({"model": ["llama2-70b"]}), 2, r"perf_model lacks column\(s\) \['batch_size'"),
+    ("file", "2", "tp='2': expected a whole number"),
+], ids=["none", "columns", "tp-text"])
+def test_perf_model_arguments_are_named(perf_model, tp, named):
+    """perf_model_steps failed with an AttributeError, polars' ColumnNotFoundError or its
+    'cannot compare string with numeric type'."""
+    if isinstance(perf_model, str):   # read here, not at collection
+        perf_model = pl.read_csv(FIXTURES / "splitwise" / "perf_model_llama2_70b.csv")
+    with pytest.raises(CalibrationError, match=named):
+        perf_model_steps(perf_model, "llama2-70b", "a100-80gb", tp)
+
+
 SHARED_BURSTGPT = SHARED / "burstgpt-vllm-replay-logs"
 # out_len units per generated token of each run, from its engine log (tests/fixtures/README.md)
 OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}
