@@ -151,19 +151,21 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
             f"whole output_tokens >= 1, whole 0 <= cached_tokens < prompt_tokens, a finite "
             f"arrival_s >= 0), first: {bad.row(0, named=True)}"
         )
-    capacity = deployment.kv_capacity_tokens
     too_long = beyond_kv(frame, deployment)
     if too_long.height:
-        first = too_long.row(0, named=True)
-        which = f"request {first['request_id']} " if first.get("request_id") else ""
-        raise ReplayError(
-            f"{too_long.height} request(s) need more KV cache than one replica of "
-            f"{deployment.name!r} holds ({capacity} tokens), e.g. {which}with "
-            f"{first['prompt_tokens']}+{first['output_tokens']} tokens; replay on a deployment"
-            f" with more KV memory (more GPUs per replica, fp8 KV cache) or leave such requests"
-            f" out of the log"
-        )
+        raise ReplayError(f"{kv_shortfall(too_long, deployment)}; replay on a deployment with more"
+                          f" KV memory (more GPUs per replica, fp8 KV cache) or leave such requests"
+                          f" out of the log")
     return frame
+
+
+def kv_shortfall(too_long: pl.DataFrame, deployment: Deployment) -> str:
+    """What is wrong with the requests `beyond_kv` found: how many, the capacity, an example."""
+    first = too_long.row(0, named=True)
+    which = f"request {first['request_id']} " if first.get("request_id") else ""
+    return (f"{too_long.height:,} request(s) need more KV cache than one replica of"
+            f" {deployment.name!r} holds ({deployment.kv_capacity_tokens:,} tokens), e.g. {which}with"
+            f" {first['prompt_tokens']:,}+{first['output_tokens']:,} tokens")
 
 
 def beyond_kv(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:

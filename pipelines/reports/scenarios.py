@@ -37,7 +37,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.replay import ReplayError, by_trace, replay_traces
-from pipelines.replay.api import STAGE_COLUMNS, beyond_kv
+from pipelines.replay.api import STAGE_COLUMNS, beyond_kv, kv_shortfall
 from pipelines.roofline import CatalogError
 from pipelines.roofline.catalog import (TENSOR_PARALLEL, Catalog, drop_unnamed_empty_columns,
                                         csv_problem, separator_hint)
@@ -335,13 +335,8 @@ def _check_kv_holds_every_request(requests: pl.DataFrame, deployment: Deployment
     no KV room at all, instead of failing the what-if replays after some traces were staged."""
     too_long = beyond_kv(scenario_requests(requests, s), deployment)
     if too_long.height:
-        first = too_long.row(0, named=True)
-        which = f"request {first['request_id']}" if first.get("request_id") else "a request"
-        raise ScenarioNotApplicable(
-            f"scenario {s.scenario!r} does not apply to deployment {baseline.name!r}: one replica"
-            f" of {deployment.name!r} holds {deployment.kv_capacity_tokens:,} tokens of KV cache:"
-            f" too few for {too_long.height:,} request(s) of the log, e.g. {which} with"
-            f" {first['prompt_tokens']:,}+{first['output_tokens']:,} tokens")
+        raise ScenarioNotApplicable(f"scenario {s.scenario!r} does not apply to deployment"
+                                    f" {baseline.name!r}: {kv_shortfall(too_long, deployment)}")
 
 
 def _labelled(batches: Iterator[pl.DataFrame], labels: tuple[pl.Expr, ...]) -> Iterator[pl.DataFrame]:

@@ -242,24 +242,33 @@ def test_summary_names_files_the_last_ingest_could_not_read(demo_run, tmp_path, 
     assert "Not in the warehouse yet" not in out   # new.csv is named once, as failed
 
 
+def _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, change) -> str:
+    """The summary's output for a copy of the demo warehouse that `change(conn)` altered (no
+    file of the folder counted as new)."""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        change(conn)
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    monkeypatch.setattr(summary, "trace_files", lambda folder: [])
+    assert summary.main() == 0
+    return capsys.readouterr().out
+
+
 def test_summary_names_files_that_ingested_with_no_usable_row(demo_run, tmp_path, monkeypatch,
                                                               capsys):
     """A file whose every row is rejected (its upstream changed the time format, say) or that
     holds a header alone ingests, the run and its balance check pass, and its trace is simply
     absent from the figures: the summary names it, with its first rejected line, before them."""
-    warehouse = tmp_path / "fleetspend.duckdb"
-    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
     changed, empty = "/logs/changed.csv", "/logs/empty.csv"
-    with duckdb.connect(str(warehouse)) as conn:
+
+    def add_files(conn):
         conn.execute("INSERT INTO trace_files (file, trace, rows_read, rows_accepted, rows_rejected)"
                      " VALUES (?, 'changed', 2, 0, 2), (?, 'empty', 0, 0, 0)", [changed, empty])
         conn.execute("INSERT INTO rejected_requests (source_file, line, raw, reason)"
                      " VALUES (?, 3, 'x', 'second'), (?, 2, 'y', ?)",
                      [changed, changed, "TIMESTAMP is not a date-time: 'y'"])
-    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
-    monkeypatch.setattr(summary, "trace_files", lambda folder: [])
-    assert summary.main() == 0
-    out = capsys.readouterr().out
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, add_files)
     assert (f"\n== Trace files with no row in the figures: 2 ==\n"
             f"- {changed}: 2 rows read, none usable, e.g. line 2: TIMESTAMP is not a date-time: 'y'\n"
             f"- {empty}: no data row (a header alone, or blank lines)\n") in out
@@ -269,16 +278,15 @@ def test_summary_names_files_that_ingested_with_no_usable_row(demo_run, tmp_path
 def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypatch, capsys):
     """A log ingested twice under two names doubles its traffic in the figures below: the
     summary names the copies first."""
-    warehouse = tmp_path / "fleetspend.duckdb"
-    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
-    with duckdb.connect(str(warehouse)) as conn:
+    copied = []
+
+    def add_copy(conn):
         conn.execute("INSERT INTO trace_files SELECT * REPLACE (file || '.copy.csv' AS file)"
                      " FROM trace_files WHERE file LIKE '%code.csv'")
-        file, sha = conn.execute("SELECT file, sha256 FROM trace_files WHERE file LIKE '%code.csv'").fetchall()[0]
-    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
-    monkeypatch.setattr(summary, "trace_files", lambda folder: [])
-    assert summary.main() == 0
-    out = capsys.readouterr().out
+        copied.extend(conn.execute("SELECT file, sha256 FROM trace_files WHERE file LIKE '%code.csv'")
+                      .fetchall()[0])
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, add_copy)
+    file, sha = copied
     assert (f"\n== Trace files counted more than once: 1 ==\n- {file}, {file}.copy.csv: the same"
             f" content (sha256 {sha[:12]}..., 8,819 rows): each is replayed as a trace of its own,"
             f" so its requests and spend count 2 times; remove the copies\n") in out
@@ -288,17 +296,13 @@ def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypat
 def test_summary_names_requests_the_replay_set_aside(demo_run, tmp_path, monkeypatch, capsys):
     """Requests the deployment cannot serve are set aside, the run succeeds and the figures leave
     them out: the summary names them, per trace, before any dollar figure."""
-    warehouse = tmp_path / "fleetspend.duckdb"
-    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
     reason = "needs 100000019 tokens of KV cache: one replica of d holds 499248"
-    with duckdb.connect(str(warehouse)) as conn:
+
+    def set_aside(conn):
         assert scalar(conn, "SELECT count(*) FROM unserved_requests") == 0   # the demo serves all
         conn.execute("INSERT INTO unserved_requests VALUES ('t', 'd', 't:9', 100000000, 20, ?),"
                      " ('t', 'd', 't:12', 100000000, 20, ?)", [reason, reason])
-    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
-    monkeypatch.setattr(summary, "trace_files", lambda folder: [])
-    assert summary.main() == 0
-    out = capsys.readouterr().out
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, set_aside)
     assert (f"\n== Requests set aside, not replayed: 2 ==\n- t: 2 request(s), e.g. t:12, which"
             f" {reason}\n") in out
     assert out.index("set aside") < out.index("$")

@@ -252,7 +252,7 @@ def test_max_seqs_is_respected(catalog):
 
 def test_request_longer_than_the_kv_cache_is_refused(seed):
     too_long = seed.kv_capacity_tokens
-    with pytest.raises(ReplayError, match=str(seed.kv_capacity_tokens)):
+    with pytest.raises(ReplayError, match=f"{seed.kv_capacity_tokens:,}"):
         replay(_requests([0.0, 1.0], [100, too_long], [10, 10]), seed)
 
 
@@ -262,7 +262,7 @@ def test_a_request_that_fills_the_kv_cache_exactly_is_replayed(seed):
     capacity = seed.kv_capacity_tokens
     row = replay(_requests([0.0], [capacity - 9], [10]), seed).row(0, named=True)
     assert row["output_tokens"] == 10 and row["preemptions"] == 0
-    with pytest.raises(ReplayError, match=str(capacity)):
+    with pytest.raises(ReplayError, match=f"{capacity:,}"):
         replay(_requests([0.0], [capacity - 8], [10]), seed)
 
 

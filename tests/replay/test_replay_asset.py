@@ -44,6 +44,13 @@ def _materialize(path) -> dg.ExecuteInProcessResult:
                           raise_on_error=False)
 
 
+def _materialize_with_checks(path, selection: dg.AssetSelection) -> dg.ExecuteInProcessResult:
+    """The replay asset with the replay checks, `selection` of them run."""
+    return dg.materialize([replayed_fleet, *dg.load_asset_checks_from_modules([replay_checks])],
+                          resources={"duckdb": DuckDBResource(database=str(path))},
+                          selection=selection, raise_on_error=False)
+
+
 def _connect(path):
     """A connection configured like the asset's (DuckDB refuses two configurations at once)."""
     return DuckDBResource(database=str(path)).get_connection()
@@ -156,11 +163,8 @@ def test_a_request_the_deployment_cannot_serve_is_set_aside_and_the_rest_replays
     with _connect(path) as conn:
         _write_requests(conn, pl.concat([_requests("good", [100, 200]), _requests("mixed", [300, 10**8]),
                                          _requests("bad", [10**8])]))
-    checks = dg.load_asset_checks_from_modules([replay_checks])
-    result = dg.materialize([replayed_fleet, *checks],
-                            resources={"duckdb": DuckDBResource(database=str(path))},
-                            raise_on_error=False, selection=dg.AssetSelection.all() - dg.AssetSelection.checks(
-                                replay_checks.gpu_seconds_conserved))
+    result = _materialize_with_checks(path, dg.AssetSelection.all() - dg.AssetSelection.checks(
+        replay_checks.gpu_seconds_conserved))
     assert result.success
     with _connect(path) as conn:
         replayed = sorted(read_table(conn, "request_stages")["request_id"])
@@ -205,10 +209,8 @@ def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path):
     assert _materialize(path).success
     with _connect(path) as conn:
         conn.execute("DELETE FROM request_stages WHERE request_id = 'a:1'")
-    check = dg.materialize([replayed_fleet, *dg.load_asset_checks_from_modules([replay_checks])],
-                           resources={"duckdb": DuckDBResource(database=str(path))},
-                           selection=dg.AssetSelection.checks(
-                               replay_checks.every_request_replayed_or_set_aside), raise_on_error=False)
+    check = _materialize_with_checks(path, dg.AssetSelection.checks(
+        replay_checks.every_request_replayed_or_set_aside))
     [evaluation] = check.get_asset_check_evaluations()
     assert not evaluation.passed
     assert evaluation.description == "a: 2 requests, 1 replayed + 0 set aside"
@@ -272,14 +274,7 @@ def test_a_folder_whose_every_file_cannot_be_read_names_them(tmp_path, monkeypat
     """Every file failed whole (here: a format the folder ingest cannot tell without options):
     the replay said only "no file of the trace folder has a usable row"; it names the files and
     why, and where the ingest lists them."""
-    folder = tmp_path / "traces"
-    folder.mkdir()
-    (folder / "mystery.csv").write_text("when,in,out\n1,2,3\n")
-    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
-    result = dg.materialize([ingested_traces, replayed_fleet], raise_on_error=False,
-                            resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
-    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
-    message = failure.event_specific_data.error.message
+    message = _folder_replay_failure(tmp_path, monkeypatch, "mystery.csv", "when,in,out\n1,2,3\n")
     assert "no requests to replay: no trace file could be read: mystery.csv: " in message
     assert "cannot tell the log format" in message and "failed_trace_files" in message
 
@@ -288,16 +283,23 @@ def test_a_folder_of_header_only_files_names_them(tmp_path, monkeypatch):
     """A file with a header and no row ingests (0 read, 0 rejected); a folder of only such files
     has nothing to replay, and the failure names them (it said only 'no file of the trace
     folder has a usable row')."""
+    message = _folder_replay_failure(tmp_path, monkeypatch, "today.csv",
+                                     "TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    assert (
+        "no requests to replay: no file of the trace folder has a data row: today.csv (expected"
+        " request rows after the header)") in message
+
+
+def _folder_replay_failure(tmp_path, monkeypatch, name: str, text: str) -> str:
+    """The replay's failure message after ingesting a trace folder of one file `name`."""
     folder = tmp_path / "traces"
     folder.mkdir()
-    (folder / "today.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    (folder / name).write_text(text)
     monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
     result = dg.materialize([ingested_traces, replayed_fleet], raise_on_error=False,
                             resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
-    assert (
-        "no requests to replay: no file of the trace folder has a data row: today.csv (expected"
-        " request rows after the header)") in failure.event_specific_data.error.message
+    return failure.event_specific_data.error.message
 
 
 def test_bad_replay_options_fail_naming_each(tmp_path):

@@ -397,9 +397,9 @@ def test_a_scenario_whose_kv_cache_cannot_hold_a_request_is_skipped(catalog, bas
     skipped = fleets.filter(pl.col("scenario") == "l40s-fp4")
     assert skipped["trace"].to_list() == ["a", "b"]
     assert skipped["skipped"].to_list() == [
-        f"scenario 'l40s-fp4' does not apply to deployment '{BASELINE}': one replica of"
-        f" '{BASELINE}+l40s-fp4' holds {capacity:,} tokens of KV cache: too few for 1 request(s)"
-        f" of the log, e.g. request b:1 with {capacity - 10:,}+20 tokens"] * 2
+        f"scenario 'l40s-fp4' does not apply to deployment '{BASELINE}': 1 request(s) need more"
+        f" KV cache than one replica of '{BASELINE}+l40s-fp4' holds ({capacity:,} tokens), e.g."
+        f" request b:1 with {capacity - 10:,}+20 tokens"] * 2
     assert fleets.filter(pl.col("scenario") == "l40s-fp4-cap")["skipped"].is_null().all()
 
 
