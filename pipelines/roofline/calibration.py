@@ -21,16 +21,16 @@ scipy.optimize.least_squares(loss="soft_l1", f_scale=0.2): a robust loss, so a f
 that queued behind something the log does not show (or a noisy measurement) do not drag the fit.
 Parameters are fitted in log space, efficiencies bounded to (0.01, 1], overheads to (10 us, 1 s).
 
-Held-out check: observations are split into alternating halves in arrival (or row) order, so both
-halves see the same load; the fit uses the even half (and only the metrics asked for), errors are
-reported on both halves and every observed metric. Per group (shape x half x metric):
-error = median over its observations of |predicted / observed - 1| (per-request accuracy),
-shape_error = |median predicted / median observed - 1| (the group's bias, what a per-shape cost
-attribution inherits) and error_baseline = the `error` of predicting each observation by the
-median observed value of its shape and metric in the fit half. The baseline is what a lookup
-table of the log itself achieves without any physics: where `error_after` is not below it, the
-model explains nothing of the per-request spread (server jitter, unknown output lengths), and
-where it is well below, the replay's queueing and batching carry real information.
+Held-out check: observations are split into alternating halves in arrival (or row) order, each
+metric's on its own, so both halves see the same load; the fit uses the even half (and only the
+metrics asked for), errors are reported on both halves and every observed metric. Per group (shape
+x half x metric): error = median over its observations of |predicted / observed - 1| (per-request
+accuracy), shape_error = |median predicted / median observed - 1| (the group's bias, what a
+per-shape cost attribution inherits) and error_baseline = the `error` of predicting each
+observation by the median observed value of its shape and metric in the fit half. The baseline is
+what a lookup table of the log itself achieves without any physics: where `error_after` is not
+below it, the model explains nothing of the per-request spread (server jitter, unknown output
+lengths), and where it is well below, the replay's queueing and batching carry real information.
 
 Plausibility: a fit can always shrink a residual by pushing a factor to its bound, and a log
 served by other hardware than the deployment named for it still "calibrates". Two checks say so
@@ -212,8 +212,8 @@ def _check_buckets(buckets) -> None:
 # ---- observations in long form ------------------------------------------------------------------
 
 def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
-    """request_id, shape, metric, observed, split (alternating over the observed requests in
-    arrival order)."""
+    """request_id, shape, metric, observed, split (alternating over each metric's observations
+    in arrival order)."""
     _check_frame("requests", requests)
     _check_buckets(buckets)
     missing = {"request_id", "arrival_s", "prompt_tokens", "output_tokens",
@@ -257,10 +257,11 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
         raise CalibrationError("no request carries an observed TTFT or end-to-end latency" + (
             f" above 0 s ({zeros} observation(s) of 0 s, which no request can take, are left out)"
             if zeros else ""))
-    # the halves alternate over the requests that carry an observation, not over every request:
-    # in a partly observed log numbered by all its requests, observations on every other one
-    # would all fall in one half
-    observed_order = pl.col("order").rank("dense") - 1
+    # each metric's observations alternate between the halves, not every request's: in a partly
+    # observed log (TTFT on every other request, e2e on all of them, say) a numbering over all
+    # requests, or over those observed on any metric, put all of one metric in one half. Where
+    # every observed request carries both metrics, a request falls in the same half of both.
+    observed_order = pl.col("order").rank("dense").over("metric") - 1
     return _with_shape(long, buckets).with_columns(
         split=pl.when(observed_order % 2 == 0).then(pl.lit(FIT)).otherwise(pl.lit(HELD_OUT))
     ).drop("order")

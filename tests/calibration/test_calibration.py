@@ -133,6 +133,21 @@ def test_the_halves_alternate_over_the_observed_requests(catalog):
     assert dict(overall.select("split", "observations").iter_rows()) == {"fit": 5, "held_out": 5}
 
 
+def test_each_metrics_observations_alternate_between_the_halves(catalog):
+    """A log that times every request end to end but carries TTFT on every other one only (a mix
+    of streamed and unstreamed requests, say): alternating over the requests with any
+    observation put all 10 TTFTs in the held-out half, and a fit on TTFT was refused with '0
+    observations in the fit half'. Each metric's observations alternate."""
+    log = burstgpt(100).head(20).sort("arrival_s")
+    odd = pl.int_range(pl.len()) % 2 == 1
+    partial = log.with_columns(observed_ttft_s=pl.when(odd).then(pl.col("observed_ttft_s")))
+    result = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), partial, BUCKETS,
+                                fit_metrics=("ttft",))
+    overall = result.errors.filter(pl.col("shape") == ALL_SHAPES)
+    assert {(m, s): n for s, m, n in overall.select("split", "metric", "observations").iter_rows()} == {
+        ("ttft", "fit"): 5, ("ttft", "held_out"): 5, ("e2e", "fit"): 10, ("e2e", "held_out"): 10}
+
+
 def test_two_traces_in_one_frame_are_refused(catalog):
     """The calibration_requests view holds every observed trace; passed whole, its traces were
     replayed on one fleet, queueing behind each other, and calibrated as one log."""
