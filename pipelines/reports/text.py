@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
+import numpy as np
 import polars as pl
 
 from pipelines.warehouse import read_table
@@ -224,7 +225,9 @@ def _lever_fact(best: dict) -> Fact:
     resized = bill <= best["delta_usd_per_day"] / 2  # the bill keeps half the busy saving or more
     bill_text = f"-${-bill:,.0f}" if round(bill) < 0 else f"+${abs(bill):,.0f}"  # -0.24 is +$0, not +$-0
     pct = best["delta_pct"]
-    pct_text = f"{pct:+.0f}%" if abs(pct) >= 0.5 else f"{pct:+.2g}%"  # -0.3 is -0.3%, not -0%
+    # -0.3 is -0.3%, not -0%; -0.00004 is -0.00004%, not -4e-05%
+    pct_text = (f"{pct:+.0f}%" if abs(pct) >= 0.5 else np.format_float_positional(
+        pct, precision=2, unique=False, fractional=False, trim="-", sign=True) + "%")
     return Fact(
         f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' ({best['change']}), "
         f"would cut busy-GPU spend by ${-best['delta_usd_per_day']:,.0f}/day ({pct_text}), "

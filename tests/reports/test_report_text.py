@@ -109,6 +109,13 @@ def test_a_cut_under_half_a_percent_keeps_its_size_not_minus_zero():
     assert "(-0.3%)" in lever.text and "-0%" not in lever.text
 
 
+def test_a_tiny_cut_is_written_out_not_in_scientific_notation():
+    """A cut of a few millionths of the spend (an output cap few requests reach, on a big fleet)
+    printed "(-4e-05%)" in the headline."""
+    [*_, lever] = headline_facts(_tables(_what_if(-0.00004, 0.0)))
+    assert "(-0.00004%)" in lever.text and "e-" not in lever.text
+
+
 def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
     [*_, lever] = headline_facts(_tables(_what_if(-30.0, -50.0)))
     assert "changes by -$1,200/day" in lever.text and "resized" not in lever.text
