@@ -43,6 +43,15 @@ def test_asset_graph_snapshot():
     ]
 
 
+def test_the_readme_names_every_asset_check_the_ui_shows():
+    """README "The Dagster UI" lists the asset checks a user finds there: the two the set-aside
+    added (every_request_replayed_or_set_aside, every_request_served) were left out of it."""
+    section = (summary.settings.ROOT / "README.md").read_text().split("\n## The Dagster UI\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    unnamed = [k.name for k in defs.resolve_asset_graph().asset_check_keys if f"`{k.name}`" not in section]
+    assert unnamed == []
+
+
 def test_every_sample_row_is_ingested_and_replayed(demo_conn):
     assert scalar(demo_conn, "SELECT count(*) FROM requests") == SAMPLE_ROWS
     assert scalar(demo_conn, "SELECT sum(rows_read - rows_accepted - rows_rejected) FROM trace_files") == 0
