@@ -57,7 +57,8 @@ def split_fields(rows: pl.LazyFrame, header: list[str], wanted: dict[str, str]) 
            for name, column in wanted.items()},
         bad=pl.when(pl.col("_count") != n)
         .then(pl.format("expected {} comma-separated fields, got {}{}", pl.lit(n), pl.col("_count"),
-                        pl.when(pl.col("raw").str.contains('"', literal=True))
+                        # a comma inside quotes adds fields: a short row has another cause
+                        pl.when((pl.col("_count") > n) & pl.col("raw").str.contains('"', literal=True))
                         .then(pl.lit(" (a comma inside a quoted field is not read as text)"))
                         .otherwise(pl.lit("")))),
     ).drop("_parts", "_count")

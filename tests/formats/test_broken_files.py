@@ -783,3 +783,15 @@ def test_quoted_csv_fields_are_read_without_their_quotes(tmp_path):
         ("ChatGPT", "Conversation log", 472), ('Say "hi"', "API log", 10)]
     assert result.rejected.select("line", "reason").rows() == [
         (4, "expected 6 comma-separated fields, got 7 (a comma inside a quoted field is not read as text)")]
+
+
+def test_a_short_row_of_a_quoted_csv_is_not_blamed_on_a_quoted_comma(tmp_path):
+    """A comma inside quotes makes a row longer, never shorter: a quoted log's row cut short (the
+    last line of an interrupted upload) was rejected as 'got 3 (a comma inside a quoted field is
+    not read as text)', pointing at a comma that is not there."""
+    path = write(tmp_path / "burst.csv",
+                 '"Timestamp","Model","Request tokens","Response tokens","Total tokens","Log Type"\n'
+                 '5,"ChatGPT",472,18,490,"Conversation log"\n'
+                 '6,"ChatGPT",472\n')
+    assert read_trace(path).rejected.select("line", "reason").rows() == [
+        (3, "expected 6 comma-separated fields, got 3")]
