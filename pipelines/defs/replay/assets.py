@@ -90,7 +90,7 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
     pipelines/replay/engine.py); the baseline scenario the reports read. Requests the deployment
     cannot serve are set aside into unserved_requests (set_aside_unservable), not replayed.
 
-    Each trace's results go to temporary staging tables; both tables are replaced together in
+    Each trace's results go to temporary staging tables; the three (REPLAY_TABLES) are replaced together in
     one transaction at the end, so an interrupted or failed replay leaves the previous tables
     whole and a rerun starts clean."""
     problems: list[str] = []
