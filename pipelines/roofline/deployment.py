@@ -153,7 +153,7 @@ class GpuSpec:
     memory_gib: float  # reported by the driver, GiB
     hbm_bandwidth_gbs: float
     peak_tflops: float  # dense, for the dtype the weight GEMMs compute in (gemm_dtype)
-    attention_peak_tflops: float  # dense, for the attention dtype (fp8 with an fp8 KV cache, else bf16)
+    attention_peak_tflops: float  # dense, for the attention dtype (fp8 with an fp8 or fp4 KV cache, else bf16)
     interconnect_gbs: float
     gemm_dtype: str  # the weights' dtype, or bf16 where they are served weight-only
 
