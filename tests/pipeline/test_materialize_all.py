@@ -312,7 +312,7 @@ def test_summary_names_requests_the_replay_set_aside(demo_run, tmp_path, monkeyp
         conn.execute("INSERT INTO unserved_requests VALUES ('t', 'd', 't:9', 100000000, 20, ?),"
                      " ('t', 'd', 't:12', 100000000, 20, ?)", [reason, reason])
     out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, set_aside)
-    assert (f"\n== Requests set aside, not replayed: 2 ==\n- t: 2 request(s), e.g. t:12, which"
+    assert (f"\n== Requests set aside, not replayed: 2 ==\n- t: 2 request(s), e.g. t:9, which"
             f" {reason}\n") in out
     assert out.index("set aside") < out.index("$")
 

@@ -17,7 +17,7 @@ from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.replay.assets import REPLAY_TABLES, replayed_fleet
 from pipelines.replay.api import UNSERVED_SCHEMA, set_aside_unservable
 from pipelines.roofline import load_catalog
-from pipelines.warehouse import publish_staged, read_table, stage_rows, write_table
+from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows, write_table
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -199,6 +199,22 @@ def test_a_request_beyond_the_models_context_is_set_aside_with_its_reason():
         ("t:1", "needs 37649 tokens of KV cache: one replica of llama-3.1-8b@l4-tp1-bf16 holds 37648")]
     everything, none = set_aside_unservable({"t": trace.head(1)}, deployment)
     assert list(everything) == ["t"] and none.height == 0 and none.columns == list(UNSERVED_SCHEMA)
+
+
+def test_the_warning_names_the_first_request_set_aside_in_the_file(tmp_path):
+    """Request ids are trace:line, and ordered as text 'x:10' comes before 'x:2': the warning
+    called the request of line 10 the first set aside (the summary's example too), on the demo
+    traces replayed on seed-example 'AzureLLMInferenceTrace_code:1005' where line 2 is."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("x", [100, 100, 10**8, *[100] * 7, 10**8]))
+    result = _materialize_with_checks(path, dg.AssetSelection.all() - dg.AssetSelection.checks(
+        replay_checks.gpu_seconds_conserved))
+    [warning] = [e for e in result.get_asset_check_evaluations() if e.check_name == "every_request_served"]
+    assert warning.description.startswith("2 request(s) set aside, not replayed: the deployment"
+                                          " cannot serve them, first x x:2, which has")
+    with _connect(path) as conn:
+        assert run_sql(conn, "summary_unserved_requests").fetchall()[0][:3] == ("x", 2, "x:2")
 
 
 def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path):

@@ -13,6 +13,9 @@ from pipelines.warehouse import run_sql, scalar
 
 CONSERVATION_TOLERANCE = 1e-9
 SHOWN = 5
+# Rows in the order of their files: a request id is trace:line, and as text 'x:10' sorts before
+# 'x:2'; within a trace (one prefix) the shorter id is the earlier line.
+FILE_ORDER = "trace, length(request_id), request_id"
 
 
 def _bad_rows(conn, source: str, columns: str, what: str) -> dg.AssetCheckResult:
@@ -20,7 +23,7 @@ def _bad_rows(conn, source: str, columns: str, what: str) -> dg.AssetCheckResult
     bad = scalar(conn, f"SELECT count(*) FROM {source}")
     if bad == 0:
         return dg.AssetCheckResult(passed=True, metadata={"bad_rows": 0})
-    rows = conn.sql(f"SELECT {columns} FROM {source} ORDER BY trace, request_id LIMIT {SHOWN}").pl()
+    rows = conn.sql(f"SELECT {columns} FROM {source} ORDER BY {FILE_ORDER} LIMIT {SHOWN}").pl()
     first = rows.row(0, named=True)
     return dg.AssetCheckResult(
         passed=False,
@@ -99,7 +102,7 @@ def every_request_served(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     with duckdb.get_connection() as conn:
         count = scalar(conn, "SELECT count(*) FROM unserved_requests")
         rows = conn.sql(f"SELECT trace, request_id, prompt_tokens, output_tokens, reason"
-                        f" FROM unserved_requests ORDER BY trace, request_id LIMIT {SHOWN}").pl()
+                        f" FROM unserved_requests ORDER BY {FILE_ORDER} LIMIT {SHOWN}").pl()
     if count == 0:
         return dg.AssetCheckResult(passed=True, metadata={"unserved_requests": 0})
     first = rows.row(0, named=True)
