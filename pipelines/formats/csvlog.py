@@ -27,8 +27,8 @@ def header_and_rows(plain: Path, shown: Path, expected: str) -> tuple[list[str],
 
 
 def header_names(header: str) -> list[str]:
-    """A header line's column names: stripped, unquoted, lower-case."""
-    return [unquoted(name.strip()).lower() for name in header.split(",")]
+    """A header line's column names: stripped (inside their quotes too), unquoted, lower-case."""
+    return [unquoted(name.strip()).strip().lower() for name in header.split(",")]
 
 
 def unquoted(text: str) -> str:

@@ -370,7 +370,8 @@ def test_whole_float_counts_are_the_counts_they_say(tmp_path):
     rows = [{**LLMPERF_ROW, "end_to_end_latency_s": float(i)} for i in range(1, 7)]
     assert llmperf(tmp_path, rows, concurrency=2.0).requests.equals(llmperf(tmp_path, rows, concurrency=2).requests)
     log = write(tmp_path / "m.jsonl", MOONCAKE_LINE)
-    assert read_trace(log, block_tokens=16.0).prefix_block_tokens == 16
+    block = read_trace(log, block_tokens=16.0).prefix_block_tokens
+    assert block == 16 and type(block) is int
 
 
 def test_block_tokens_from_a_sidecar_is_checked(tmp_path):
@@ -774,7 +775,7 @@ def test_quoted_csv_fields_are_read_without_their_quotes(tmp_path):
     was ingested as '"ChatGPT"', quotes and all, and a quoted header was not recognised. A
     quoted field holding a comma cannot be split as one field: its row is rejected, saying so."""
     path = write(tmp_path / "burst.csv",
-                 '"Timestamp","Model","Request tokens","Response tokens","Total tokens","Log Type"\n'
+                 '"Timestamp"," Model ","Request tokens","Response tokens","Total tokens","Log Type"\n'
                  '5,"ChatGPT","472",18,490,"Conversation log"\n'
                  '6,"Say ""hi""",10,2,12,API log\n'
                  '7,GPT-4,100,20,120,"Conversation, log"\n')
@@ -790,7 +791,7 @@ def test_a_short_row_of_a_quoted_csv_is_not_blamed_on_a_quoted_comma(tmp_path):
     last line of an interrupted upload) was rejected as 'got 3 (a comma inside a quoted field is
     not read as text)', pointing at a comma that is not there."""
     path = write(tmp_path / "burst.csv",
-                 '"Timestamp","Model","Request tokens","Response tokens","Total tokens","Log Type"\n'
+                 '"Timestamp"," Model ","Request tokens","Response tokens","Total tokens","Log Type"\n'
                  '5,"ChatGPT",472,18,490,"Conversation log"\n'
                  '6,"ChatGPT",472\n')
     assert read_trace(path).rejected.select("line", "reason").rows() == [
