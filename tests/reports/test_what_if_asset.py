@@ -7,8 +7,10 @@ import shutil
 
 import dagster as dg
 import duckdb
+from dagster_duckdb import DuckDBResource
 
 from pipelines.definitions import build_defs
+from pipelines.defs.reports.what_if import scenario_replays
 from tests.operations.conftest import ROOT, head_of_sample
 
 
@@ -53,3 +55,18 @@ def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     assert (counts["n"] == 300 - 12).all()
     report = (tmp_path / "reports" / "report.md").read_text()
     assert "cannot apply to this deployment" in report and "`tp3`: scenario 'tp3'" in report
+
+
+def test_the_what_if_alone_on_a_warehouse_without_the_replay_says_what_to_run_first(tmp_path):
+    """Materialized alone (the UI allows it) on a warehouse an older release built, without
+    unserved_requests, the what-if replays stopped with DuckDB's catalog error and its stack."""
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("CREATE TABLE fleet_timeline (scenario VARCHAR, router VARCHAR)")
+        conn.execute("CREATE TABLE requests (trace VARCHAR, request_id VARCHAR)")
+    result = dg.materialize([scenario_replays], raise_on_error=False,
+                            resources={"duckdb": DuckDBResource(database=str(path))})
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert "unserved_requests does not exist" in message
+    assert "materialize request_stages (the replay, with fleet_timeline and unserved_requests) first" in message

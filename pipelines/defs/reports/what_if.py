@@ -4,6 +4,7 @@ the baseline -> scenario_stages (request_stages columns per scenario) and scenar
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
+from duckdb import CatalogException
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
@@ -34,15 +35,21 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
     skipped, its scenario_fleets rows saying why."""
     catalog = load_catalog(settings.reference_dir())
     with duckdb.get_connection() as conn:
-        # The baseline replay records its router in fleet_timeline: the what-if replays differ
-        # from it only by the scenario's change.
-        router = scalar(conn, "SELECT min(router) FROM fleet_timeline WHERE scenario = 'baseline'")
-        # the requests the baseline replayed: the ones it set aside are in no scenario either
-        requests = read_table(conn, "requests").join(
-            read_table(conn, "unserved_requests").select("trace", "request_id"),
-            on=["trace", "request_id"], how="anti", maintain_order="left")
-        base_name = scalar(conn, "SELECT min(deployment) FROM request_stages WHERE scenario = 'baseline'")
-        hash_tokens = hash_tokens_by_trace(conn)
+        try:
+            # The baseline replay records its router in fleet_timeline: the what-if replays
+            # differ from it only by the scenario's change.
+            router = scalar(conn, "SELECT min(router) FROM fleet_timeline WHERE scenario = 'baseline'")
+            # the requests the baseline replayed: the ones it set aside are in no scenario either
+            requests = read_table(conn, "requests").join(
+                read_table(conn, "unserved_requests").select("trace", "request_id"),
+                on=["trace", "request_id"], how="anti", maintain_order="left")
+            base_name = scalar(conn, "SELECT min(deployment) FROM request_stages"
+                                     " WHERE scenario = 'baseline'")
+            hash_tokens = hash_tokens_by_trace(conn)
+        except CatalogException as exc:   # materialized alone, before the replay
+            raise dg.Failure(f"{str(exc).splitlines()[0]}: the what-if replays read the baseline"
+                             f" replay's tables; materialize request_stages (the replay, with"
+                             f" fleet_timeline and unserved_requests) first") from None
         try:
             scenarios = load_scenarios(settings.reference_dir() / "scenarios.csv")
             runs = replay_scenarios(requests, catalog, catalog.deployment(base_name), scenarios,
