@@ -127,6 +127,21 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
     return lines
 
 
+def unserved_sentence(unserved: Sequence[tuple]) -> str | None:
+    """The report's one sentence on the requests the replay set aside (rows of
+    sql/summary_unserved_requests.sql: trace, how many, the first one's id and reason), or None
+    when there are none. Every figure leaves them out, and a reader of the report alone (no
+    summary, no Dagster check) took its 'requests' for the whole log."""
+    if not unserved:
+        return None
+    total = sum(count for _, count, *_ in unserved)
+    traces = ", ".join(f"{trace} {count:,}" for trace, count, *_ in unserved)
+    _, _, request_id, reason = unserved[0]
+    return (f"**Left out:** {total:,} request(s) ({traces}) were set aside, not replayed, because"
+            f" the deployment cannot serve them (e.g. {request_id}, which {reason}); every figure"
+            f" of this report leaves them out (`unserved_requests`).")
+
+
 def _duration(seconds: float) -> str:
     """A replayed span as a reader takes it in: 57.5 min, 6.2 h, 7.0 days."""
     if seconds < 2 * 3600:
@@ -258,17 +273,21 @@ def levers(shapes: pl.DataFrame) -> list[str]:
 
 
 def report_blocks(t: ReportTables, deployment: str,
-                  caveats: Sequence[tuple[str, str]] = ()) -> list[tuple]:
+                  caveats: Sequence[tuple[str, str]] = (),
+                  unserved: Sequence[tuple] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
     ("chart", stem). Text may hold **bold** and `code`. `caveats`: (section, text) rows of
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
-    deployment's come first, before any dollar figure; a what-if fleet's under its table."""
+    deployment's come first, before any dollar figure; a what-if fleet's under its table.
+    `unserved`: rows of sql/summary_unserved_requests.sql, said in one sentence (unserved_sentence)
+    above the fleet figures."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios, skipped = what_if_scenarios(t.what_if)
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS)] if t.chargeback.height else
                   [("p", "The traces name no model or tenant, so the `chargeback` table is empty.")])
     baseline_caveats = [text for section, text in caveats if section == "baseline"]
     what_if_caveats = [text for section, text in caveats if section == "what_if"]
+    left_out = unserved_sentence(unserved)
     return [
         ("h1", "fleetspend report"),
         *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
@@ -276,6 +295,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
         ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
         ("h2", "Fleet"),
+        *([("p", left_out)] if left_out else []),
         ("ul", summary_lines(t.fleet_summary)),
         ("h2", "Request shapes by share of spend"),
         ("chart", "pareto"),
@@ -319,6 +339,8 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
 
 
 def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
-                    caveats: Sequence[tuple[str, str]] = ()) -> str:
-    """report.md; `charts` maps each chart stem to the PNG path to link."""
-    return "\n\n".join(_markdown_block(b, charts) for b in report_blocks(t, deployment, caveats)) + "\n"
+                    caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = ()) -> str:
+    """report.md; `charts` maps each chart stem to the PNG path to link; `caveats` and
+    `unserved` as in report_blocks."""
+    blocks = report_blocks(t, deployment, caveats, unserved)
+    return "\n\n".join(_markdown_block(b, charts) for b in blocks) + "\n"

@@ -35,8 +35,10 @@ def test_every_chart_spec_is_saved_and_the_page_matches_fresh_charts(demo_run):
         deployment = conn.sql("SELECT string_agg(DISTINCT deployment, ', ') FROM request_stages"
                               " WHERE scenario = 'baseline'").fetchall()[0][0]
         caveats = run_sql(conn, "report_caveats").fetchall()
+        unserved = run_sql(conn, "summary_unserved_requests").fetchall()
     fresh = {stem: chart.to_dict() for stem, chart in report_charts(tables).items()}
-    assert (reports / "report.html").read_text() == report_html(tables, deployment, fresh, caveats)
+    assert (reports / "report.html").read_text() == report_html(tables, deployment, fresh, caveats,
+                                                                unserved)
 
 
 def test_report_embeds_the_saved_specs(copied_run):
@@ -52,3 +54,19 @@ def test_report_without_saved_charts_names_what_to_run(copied_run):
     (copied_run / "reports" / "what_if.json").unlink()
     with pytest.raises(dg.Failure, match="what_if.json is missing: materialize report_charts_files"):
         report(duckdb=DuckDBResource(database=str(copied_run / "w.duckdb")))
+
+
+def test_report_says_how_many_requests_the_replay_set_aside(copied_run):
+    """Requests the deployment cannot serve are in no figure: report.md and report.html say so
+    in one sentence above the fleet figures, which a reader of the report alone saw nowhere."""
+    with duckdb.connect(str(copied_run / "w.duckdb")) as conn:
+        conn.execute("INSERT INTO unserved_requests VALUES ('t', 'd', 't:9', 900000, 20, 'is long'),"
+                     " ('t', 'd', 't:12', 900000, 20, 'is long'), ('u', 'd', 'u:3', 900000, 2, 'too')")
+    report(duckdb=DuckDBResource(database=str(copied_run / "w.duckdb")))
+    said = ("**Left out:** 3 request(s) (t 2, u 1) were set aside, not replayed, because the"
+            " deployment cannot serve them (e.g. t:12, which is long); every figure of this report"
+            " leaves them out (`unserved_requests`).")
+    md = (copied_run / "reports" / "report.md").read_text()
+    assert md.index("## Fleet") < md.index(said) < md.index("- **AzureLLMInferenceTrace_code**")
+    page = (copied_run / "reports" / "report.html").read_text()
+    assert "<strong>Left out:</strong> 3 request(s) (t 2, u 1) were set aside" in page

@@ -13,6 +13,7 @@ from pipelines.reports.text import (
     headline_facts,
     _fmt,
     summary_lines,
+    unserved_sentence,
     what_if_scenarios,
 )
 
@@ -214,3 +215,12 @@ def test_the_what_if_table_lists_the_scenarios_by_daily_saving():
 
 def test_a_whole_number_cell_has_thousands_separators():
     assert [_fmt(v) for v in (28185, 7, -1200)] == ["28,185", "7", "-1,200"]
+
+
+def test_the_requests_set_aside_are_one_sentence_and_none_says_nothing():
+    rows = [("a", 1_257, "a:1005", "has 5019 tokens"), ("b", 3, "b:7", "needs more")]
+    assert unserved_sentence(rows) == (
+        "**Left out:** 1,260 request(s) (a 1,257, b 3) were set aside, not replayed, because the"
+        " deployment cannot serve them (e.g. a:1005, which has 5019 tokens); every figure of this"
+        " report leaves them out (`unserved_requests`).")
+    assert unserved_sentence([]) is None

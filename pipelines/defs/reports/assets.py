@@ -46,16 +46,18 @@ def report_charts_files(duckdb: DuckDBResource) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=metadata)
 
 
-@dg.asset(group_name="reports", deps=[*REPORT_DEPS, "report_charts_files", "roofline"])
+@dg.asset(group_name="reports", deps=[*REPORT_DEPS, "report_charts_files", "roofline", "unserved_requests"])
 def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     """report.md and report.html: the headline (with where each number comes from), the charts,
-    the tables, and the physics caveats of the replayed deployment (roofline.caveat)."""
+    the tables, the physics caveats of the replayed deployment (roofline.caveat), and how many
+    requests the replay set aside (unserved_requests), which no figure holds."""
     with duckdb.get_connection() as conn:
         tables = ReportTables.read(conn)
         deployment = scalar(conn,
             "SELECT string_agg(DISTINCT deployment, ', ') FROM request_stages WHERE scenario = 'baseline'"
         )
         caveats = run_sql(conn, "report_caveats").fetchall()
+        unserved = run_sql(conn, "summary_unserved_requests").fetchall()
     directory = settings.reports_dir()
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
@@ -64,8 +66,8 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     except FileNotFoundError as exc:
         raise dg.Failure(f"{exc.filename} is missing: materialize report_charts_files first") from None
     md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs},
-                                  caveats))
-    page.write_text(report_html(tables, deployment, specs, caveats))
+                                  caveats, unserved))
+    page.write_text(report_html(tables, deployment, specs, caveats, unserved))
     return dg.MaterializeResult(metadata={
         "report_md": dg.MetadataValue.path(str(md)),
         "report_html": dg.MetadataValue.path(str(page)),
