@@ -77,6 +77,27 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     assert "| held_out | ttft |" in by_key["calibration_errors"]["burstgpt-scale100 errors by shape"].value
 
 
+def test_a_request_the_deployment_cannot_serve_is_set_aside_not_the_whole_trace(tmp_path):
+    """One absurd row (a prompt of 900,000 tokens) in an observed log: the replay sets it aside
+    and replays the rest; calibration skipped the whole trace for it. It is now left out of the
+    fit too, and named in the metadata."""
+    requests = _requests(True).filter(pl.col("trace") == "burstgpt-scale100")
+    absurd = requests["request_id"][5]
+    requests = requests.with_columns(prompt_tokens=pl.when(pl.col("request_id") == absurd)
+                                     .then(900_000).otherwise(pl.col("prompt_tokens")))
+    result, warehouse = _materialize(tmp_path, requests, {"deployment": DEPLOYMENT,
+                                                          "fit_metrics": ["ttft"]})
+    assert result.success
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert conn.sql("SELECT DISTINCT trace FROM calibration").fetchall() == [("burstgpt-scale100",)]
+    by_key = {m.asset_key.to_user_string(): m.metadata
+              for m in result.asset_materializations_for_node("calibrated")}
+    assert by_key["calibration"]["skipped_traces"].value == {}
+    aside = by_key["calibration"]["set_aside_requests"].value
+    assert list(aside) == ["burstgpt-scale100"]
+    assert aside["burstgpt-scale100"].startswith(f"1 request(s) set aside, not replayed, e.g. {absurd}, which")
+
+
 def test_calibration_asset_without_observations_writes_empty_tables(tmp_path):
     result, warehouse = _materialize(tmp_path, _requests(False), {})
     assert result.success

@@ -9,6 +9,7 @@ from pipelines.defs.metadata import table_metadata
 from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices
 from pipelines.defs.replay.assets import replay_options
 from pipelines.replay import by_trace
+from pipelines.replay.api import set_aside_unservable
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
     REQUEST_METRICS,
@@ -61,9 +62,10 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     """Every trace with observed TTFT or end-to-end latency on some request is replayed whole on
     the deployment that served it and that deployment's factors are fitted (robust least squares,
     pipelines/roofline/calibration.py); traces without observations are left out (and named in
-    the metadata, `unobserved_traces`). A trace that cannot be calibrated (too few
-    observations, a request the deployment cannot serve) is skipped, logged and listed with
-    its reason in the metadata; only a configuration error
+    the metadata, `unobserved_traces`). Requests no offered deployment can serve are left out,
+    as the replay sets them aside (`set_aside_requests`). A trace that cannot be calibrated
+    (too few observations) is skipped, logged and listed with its reason in the metadata; only
+    a configuration error
     (unknown deployment, router or metric, a trace named in `deployments` or `candidates` that
     has no observed latencies) fails the asset."""
     # the preflight's checks (every run through the warehouse resource has passed them), again
@@ -99,10 +101,19 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         except CatalogError as exc:
             source = "calibration config" if named else default_source
             raise dg.Failure(f"{source}: trace {trace}: {exc}") from None
-    parameters, errors, summary, skipped, choices = [], [], {}, {}, {}
+    parameters, errors, summary, skipped, choices, set_aside = [], [], {}, {}, {}, {}
     for trace, frame in traces.items():
         offered = deployments[trace]
         hash_tokens = frame["prefix_block_tokens"][0]
+        frame, unserved = _servable(trace, frame, offered)
+        if unserved.height:
+            first = unserved.row(0, named=True)
+            set_aside[trace] = (f"{unserved.height:,} request(s) set aside, not replayed, e.g."
+                                f" {first['request_id']}, which {first['reason']}")
+            context.log.warning(f"{trace}: {set_aside[trace]}")
+        if not frame.height:
+            skipped[trace] = "not calibrated: no request of it can be served"
+            continue
         try:
             choice = calibrate_candidates(offered, frame.drop("prefix_block_tokens"), buckets,
                                           tuple(config.fit_metrics), router=config.router,
@@ -139,9 +150,25 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
             **{f"{trace} candidates": dg.MetadataValue.md(_candidates_table(choice))
                for trace, choice in choices.items()},
             "skipped_traces": dg.MetadataValue.json(skipped),
+            "set_aside_requests": dg.MetadataValue.json(set_aside),
             "unobserved_traces": dg.MetadataValue.json(unobserved)})
         yield dg.MaterializeResult(asset_key="calibration_errors", metadata={
             **table_metadata(conn, "calibration_errors"), **_error_metadata(summary)})
+
+
+def _servable(trace: str, frame: pl.DataFrame, offered: list) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the requests of `frame` one of the `offered` deployments can serve, the others with the
+    first deployment's reason): as the replay sets aside a request longer than the model's
+    context or one replica's KV cache (set_aside_unservable), the fit leaves it out, instead of
+    skipping the whole trace for one oversized row or replaying a request no engine takes. A
+    request only some candidates can hold stays: those that cannot are ruled out, as before."""
+    unserved = set_aside_unservable({trace: frame}, offered[0])[1]
+    for d in offered[1:]:
+        refused = set_aside_unservable({trace: frame}, d)[1]
+        unserved = unserved.join(refused.select("request_id"), on="request_id", how="semi",
+                                 maintain_order="left")
+    kept = frame.join(unserved.select("request_id"), on="request_id", how="anti", maintain_order="left")
+    return kept, unserved
 
 
 def _fit_metadata(summary: dict, skipped: dict) -> dict:
