@@ -177,11 +177,12 @@ STAGES_NOTE = ("Dominant stage: the stage holding most of the shape's latency. C
 BOUND_NOTE = "Bound: the resource (compute or memory) that limited most of its GPU-seconds. "
 SPEND_NOTE = "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."
 SHAPES_NOTE = STAGES_NOTE + BOUND_NOTE + SPEND_NOTE
-WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay of the same traces on a "
-                "changed deployment or request log; busy $ is attributed GPU spend, Δ $/day scales each "
-                "trace's replayed span to a day, and Δ fleet $/day is the change of what the fleet costs "
-                "(busy + idle) per day: the bill's change, GPUs × price, which a lever on the same GPUs "
-                "does not move. Per-shape deltas are in the `what_if` table.")
+WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay of the requests the "
+                "baseline replayed on a changed deployment or request log; busy $ is attributed GPU "
+                "spend, Δ $/day scales each trace's replayed span to a day, and Δ fleet $/day is the "
+                "change of what the fleet costs (busy + idle) per day: the bill's change, GPUs × "
+                "price, which a lever on the same GPUs does not move. Per-shape deltas are in the "
+                "`what_if` table.")
 SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
 
 

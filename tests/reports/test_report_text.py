@@ -224,3 +224,10 @@ def test_the_requests_set_aside_are_one_sentence_and_none_says_nothing():
         " deployment cannot serve them (e.g. a:1005, which has 5019 tokens); every figure of this"
         " report leaves them out (`unserved_requests`).")
     assert unserved_sentence([]) is None
+
+
+def test_the_what_if_note_says_a_scenario_replays_the_baselines_requests_not_whole_traces():
+    """Requests the baseline set aside (unserved_requests) are in no scenario: 'a full replay of
+    the same traces' told a reader of seed-example's report that its 2,869 were replayed there."""
+    assert "a full replay of the requests the baseline replayed" in WHAT_IF_NOTE
+    assert "same traces" not in WHAT_IF_NOTE
