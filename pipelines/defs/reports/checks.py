@@ -1,5 +1,5 @@
-"""Report invariants: the shape buckets cover every request (no request lost to a gap in
-shape_buckets.csv), and every what-if scenario replayed every request."""
+"""Report invariants: the shape buckets cover every replayed request (no request lost to a gap
+in shape_buckets.csv), and every what-if scenario replayed exactly the baseline's requests."""
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
