@@ -217,7 +217,14 @@ def test_the_warning_names_the_first_request_set_aside_in_the_file(tmp_path):
         assert run_sql(conn, "summary_unserved_requests").fetchall()[0][:3] == ("x", 2, "x:2")
 
 
-def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path):
+@pytest.mark.parametrize(("also", "description"), [
+    ((), "a: 2 requests, 1 replayed + 0 set aside, 1 in neither"),
+    # a request lost while another is both replayed and set aside leaves the counts equal
+    # (2 = 1 + 1): the check compared only them, and passed
+    (("INSERT INTO unserved_requests VALUES ('a', 'd', 'a:0', 100, 20, 'twice')",),
+     "a: 2 requests, 1 replayed + 1 set aside, 1 in neither"),
+], ids=["lost", "lost-and-balanced"])
+def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path, also, description):
     """requests = replayed + set aside: a request neither replayed nor set aside is named."""
     path = tmp_path / "w.duckdb"
     with _connect(path) as conn:
@@ -225,28 +232,13 @@ def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path):
     assert _materialize(path).success
     with _connect(path) as conn:
         conn.execute("DELETE FROM request_stages WHERE request_id = 'a:1'")
+        for statement in also:
+            conn.execute(statement)
     check = _materialize_with_checks(path, dg.AssetSelection.checks(
         replay_checks.every_request_replayed_or_set_aside))
     [evaluation] = check.get_asset_check_evaluations()
     assert not evaluation.passed
-    assert evaluation.description == "a: 2 requests, 1 replayed + 0 set aside, 1 in neither"
-
-
-def test_a_lost_request_that_another_balances_fails_the_coverage_check(tmp_path):
-    """A request lost while another is both replayed and set aside leaves the counts equal
-    (2 = 1 + 1); the check compared only them, and passed."""
-    path = tmp_path / "w.duckdb"
-    with _connect(path) as conn:
-        _write_requests(conn, _requests("a", [100, 200]))
-    assert _materialize(path).success
-    with _connect(path) as conn:
-        conn.execute("DELETE FROM request_stages WHERE request_id = 'a:1'")
-        conn.execute("INSERT INTO unserved_requests VALUES ('a', 'd', 'a:0', 100, 20, 'twice')")
-    check = _materialize_with_checks(path, dg.AssetSelection.checks(
-        replay_checks.every_request_replayed_or_set_aside))
-    [evaluation] = check.get_asset_check_evaluations()
-    assert not evaluation.passed
-    assert evaluation.description == "a: 2 requests, 1 replayed + 1 set aside, 1 in neither"
+    assert evaluation.description == description
 
 
 def test_publish_is_all_or_nothing(tmp_path):
