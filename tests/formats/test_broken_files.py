@@ -15,6 +15,7 @@ import zstandard
 
 from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import Policies
+from pipelines.formats.csvlog import split_fields
 from pipelines.formats.rows import UNQUOTABLE, Labels, finish
 from pipelines.formats.sidecar import file_options
 from pipelines.formats.source import invalid_utf8_at
@@ -796,3 +797,12 @@ def test_a_short_row_of_a_quoted_csv_is_not_blamed_on_a_quoted_comma(tmp_path):
                  '6,"ChatGPT",472\n')
     assert read_trace(path).rejected.select("line", "reason").rows() == [
         (3, "expected 6 comma-separated fields, got 3")]
+
+
+def test_each_csv_field_is_stripped_once():
+    """split_fields strips a field, then unquotes it: unquoting reads the field six times, and
+    when it was handed the strip itself Polars ran the strip six times per field (Azure's 27M-row
+    week went from 9.5 s to 11.5 s of read_trace). The plan holds one strip per wanted field."""
+    rows = pl.LazyFrame({"raw": ['1,"a",3']})
+    plan = split_fields(rows, ["a", "b", "c"], {"a": "x", "b": "y"}).explain()
+    assert plan.count("strip_chars") == 2
