@@ -8,9 +8,11 @@ replayed AS (
     SELECT trace, count(*) AS replayed FROM request_stages WHERE scenario = 'baseline' GROUP BY trace
 ),
 set_aside AS (SELECT trace, count(*) AS set_aside FROM unserved_requests GROUP BY trace),
+-- UNION ALL, not UNION: the anti-join asks only whether an id is there, and de-duplicating every
+-- request's id first took half the check's time (9 s of 27M requests on one thread)
 accounted AS (
     SELECT trace, request_id FROM request_stages WHERE scenario = 'baseline'
-    UNION
+    UNION ALL
     SELECT trace, request_id FROM unserved_requests
 ),
 missing AS (

@@ -4,6 +4,7 @@ ingested Mooncake log's prefix hashes reach the replay."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -239,6 +240,33 @@ def test_a_replay_that_misses_a_request_fails_the_coverage_check(tmp_path, also,
     [evaluation] = check.get_asset_check_evaluations()
     assert not evaluation.passed
     assert evaluation.description == description
+
+
+def test_the_coverage_view_does_not_deduplicate_the_ids_it_anti_joins():
+    """The by-id anti-join of replay_coverage runs over every request on every nightly run: its
+    right side was a UNION, which grouped all the replayed and set-aside ids (a hash group-by of
+    27M strings, half the check's 9 s) though the anti-join only asks whether an id is there.
+    No group-by of the plan reads the union but through the anti-join."""
+    conn = duckdb.connect()
+    write_table(conn, "requests", _requests("a", [100, 100]))
+    write_table(conn, "request_stages", _requests("a", [100]).with_columns(scenario=pl.lit("baseline")))
+    write_table(conn, "unserved_requests", pl.DataFrame(schema=UNSERVED_SCHEMA))
+    run_sql(conn, "replay_coverage")
+    plan = json.loads(conn.sql("EXPLAIN (FORMAT json) SELECT * FROM replay_coverage").fetchall()[0][1])
+
+    def names(node) -> list[str]:
+        return [node["name"], *(name for child in node["children"] for name in names(child))]
+
+    def below(node) -> list[str]:   # the operators a node reads before any join
+        return [name for child in node["children"]
+                for name in ([child["name"]] + ([] if "JOIN" in child["name"] else below(child)))]
+
+    def grouped_unions(node) -> int:
+        here = "GROUP_BY" in node["name"] and "UNION" in below(node)
+        return here + sum(grouped_unions(child) for child in node["children"])
+
+    assert "UNION" in names(plan[0]) and grouped_unions(plan[0]) == 0
+    assert conn.sql("SELECT requests, replayed, missing FROM replay_coverage").fetchall() == [(2, 1, 1)]
 
 
 def test_publish_is_all_or_nothing(tmp_path):
