@@ -218,6 +218,22 @@ def test_the_warning_names_the_first_request_set_aside_in_the_file(tmp_path):
         assert run_sql(conn, "summary_unserved_requests").fetchall()[0][:3] == ("x", 2, "x:2")
 
 
+def test_a_log_of_which_no_request_can_be_served_fails_naming_why(tmp_path):
+    """Every request set aside leaves nothing to replay: the run fails, saying why and what to
+    change, rather than publishing empty figures."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("x", [10**8, 10**8]))
+    result = _materialize(path)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert ("no request can be served by azure-2023-70b-h100: every one is set aside, e.g. one"
+            f" that has {10**8 + 20} tokens (prompt + output), more than llama-3.1-70b's context"
+            " of 131072; replay on a deployment") in message
+    assert "a model with a longer context" in message
+
+
 @pytest.mark.parametrize(("also", "description"), [
     ((), "a: 2 requests, 1 replayed + 0 set aside, 1 in neither"),
     # a request lost while another is both replayed and set aside leaves the counts equal

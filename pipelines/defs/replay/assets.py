@@ -116,8 +116,9 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         if not traces:
             raise dg.Failure(f"no request can be served by {deployment.name}: every one is set"
                              f" aside, e.g. one that {unserved['reason'][0]}; replay on a"
-                             f" deployment whose model's context and KV cache hold them (more"
-                             f" GPUs per replica, an fp8 KV cache)")
+                             f" deployment whose model's context and KV cache hold them (a model"
+                             f" with a longer context; for the KV cache, more GPUs per replica or"
+                             f" an fp8 KV cache)")
 
         def progress_for(trace: str):  # called as the trace's replay starts
             started = time.perf_counter()
