@@ -216,6 +216,17 @@ def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deploym
     return served, pl.concat([pl.DataFrame(schema=UNSERVED_SCHEMA), *unserved])
 
 
+def frame_problem(name: str, value) -> str | None:
+    """Why `value`, passed as the argument `name`, is not a polars DataFrame (None when it is):
+    the calls that follow would fail with an AttributeError on its first use. One message for
+    the replay's and the calibration's arguments."""
+    if isinstance(value, pl.DataFrame):
+        return None
+    hint = (" (call .collect() first)" if isinstance(value, pl.LazyFrame)
+            else " (pl.DataFrame(...), pl.from_pandas(...), pl.from_arrow(...), pl.read_csv(...))")
+    return f"{name}: expected a polars DataFrame, got {type(value).__name__}{hint}"
+
+
 def _check_span(frame: pl.DataFrame, deployment: Deployment, bin_s: float) -> None:
     """Refuse a log whose span would need a fleet timeline beyond MAX_TIMELINE_CELLS (replicas x
     bins, TIMELINE_SERIES floats each): such a span is almost always an arrival in the wrong
@@ -261,11 +272,9 @@ def replay_fleet(
     `progress(requests routed, requests, simulated seconds)` is called every PROGRESS_EVERY
     requests during long replays.
     """
-    if not isinstance(requests, pl.DataFrame):
-        hint = (" (call .collect() first)" if isinstance(requests, pl.LazyFrame)
-                else " (pl.DataFrame(...), pl.from_pandas(...), pl.from_arrow(...))")
-        raise ReplayError(f"requests: expected a polars DataFrame, got {type(requests).__name__}"
-                          f"{hint}")
+    problem = frame_problem("requests", requests)
+    if problem:
+        raise ReplayError(problem)
     if not isinstance(deployment, Deployment):
         raise ReplayError(f"deployment={deployment!r}: expected a Deployment, e.g."
                           f" load_catalog().deployment(name) or load_catalog().build(...)")

@@ -67,6 +67,7 @@ import polars as pl
 from scipy.optimize import least_squares
 
 from pipelines.replay import ReplayError, replay_fleet
+from pipelines.replay.api import frame_problem
 from pipelines.roofline import step
 from pipelines.roofline.deployment import Deployment
 
@@ -182,12 +183,10 @@ def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
 # ---- arguments ----------------------------------------------------------------------------------
 
 def _check_frame(name: str, frame) -> None:
-    """A CalibrationError naming the argument when it is not a polars DataFrame (the calls
-    below would fail with an AttributeError on its first use)."""
-    if not isinstance(frame, pl.DataFrame):
-        hint = (" (call .collect() first)" if isinstance(frame, pl.LazyFrame)
-                else " (pl.DataFrame(...), pl.from_pandas(...), pl.read_csv(...))")
-        raise CalibrationError(f"{name}: expected a polars DataFrame, got {type(frame).__name__}{hint}")
+    """A CalibrationError naming the argument when it is not a polars DataFrame."""
+    problem = frame_problem(name, frame)
+    if problem:
+        raise CalibrationError(problem)
 
 
 def _check_deployment(d) -> None:
