@@ -59,18 +59,22 @@ def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
     if not files:
         unreadable = [(file, error) for file, error, *_ in run_sql(conn, "summary_failed_files").fetchall()]
         if unreadable:   # every file the ingest met failed whole (format, options, encoding)
-            listed = "; ".join(f"{Path(file).name}: {error}" for file, error in unreadable[:3])
-            more = f" (and {len(unreadable) - 3} more)" if len(unreadable) > 3 else ""
-            return (f"no requests to replay: no trace file could be read: {listed}{more};"
+            listed = _first_three([f"{Path(file).name}: {error}" for file, error in unreadable], "; ")
+            return (f"no requests to replay: no trace file could be read: {listed};"
                     f" the ingest's failed_trace_files and its every_trace_file_ingested check list them")
         empty = [Path(file).name for (file,) in run_sql(conn, "empty_trace_files").fetchall()]
-        listed = ": " + ", ".join(empty[:3]) if empty else ""
-        more = f" (and {len(empty) - 3} more)" if len(empty) > 3 else ""
-        return (f"no requests to replay: no file of the trace folder has a data row{listed}{more}"
+        listed = f": {_first_three(empty, ', ')}" if empty else ""
+        return (f"no requests to replay: no file of the trace folder has a data row{listed}"
                 f" (expected request rows after the header)")
     listed = "; ".join(f"{name}: {count:,} rows rejected, e.g. {', '.join(examples)}"
                        for name, (count, *examples) in files.items())
     return f"no requests to replay: every row of the trace files was rejected: {listed}"
+
+
+def _first_three(items: list[str], separator: str) -> str:
+    """The first three `items` joined, and how many more there are."""
+    more = f" (and {len(items) - 3} more)" if len(items) > 3 else ""
+    return separator.join(items[:3]) + more
 
 
 @dg.multi_asset(

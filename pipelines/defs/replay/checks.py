@@ -6,6 +6,7 @@ run's discarded working copy, so a failure names them itself (its description, o
 run log, and `bad_requests`, the first few rows)."""
 
 import dagster as dg
+import polars as pl
 from dagster_duckdb import DuckDBResource
 
 from pipelines.reports.text import markdown_table
@@ -18,18 +19,28 @@ SHOWN = 5
 FILE_ORDER = "trace, length(request_id), request_id"
 
 
+def _first_rows(conn, source: str, columns: str) -> tuple[int, pl.DataFrame]:
+    """How many rows `source` (a view or a filtered table) has, and the first SHOWN of them in
+    their files' order: what a failing check names, since the run that fails publishes nothing."""
+    count = scalar(conn, f"SELECT count(*) FROM {source}")
+    rows = conn.sql(f"SELECT {columns} FROM {source} ORDER BY {FILE_ORDER} LIMIT {SHOWN}").pl()
+    return count, rows
+
+
+def _as_markdown(rows: pl.DataFrame) -> dg.MetadataValue:
+    return dg.MetadataValue.md(markdown_table(rows, {c: c for c in rows.columns}))
+
+
 def _bad_rows(conn, source: str, columns: str, what: str) -> dg.AssetCheckResult:
     """Pass when `source` (a view or a filtered table) has no row; else name the first few."""
-    bad = scalar(conn, f"SELECT count(*) FROM {source}")
+    bad, rows = _first_rows(conn, source, columns)
     if bad == 0:
         return dg.AssetCheckResult(passed=True, metadata={"bad_rows": 0})
-    rows = conn.sql(f"SELECT {columns} FROM {source} ORDER BY {FILE_ORDER} LIMIT {SHOWN}").pl()
     first = rows.row(0, named=True)
     return dg.AssetCheckResult(
         passed=False,
         description=f"{bad:,} replayed request(s) {what}, first {first['trace']} {first['request_id']}",
-        metadata={"bad_rows": bad,
-                  "bad_requests": dg.MetadataValue.md(markdown_table(rows, {c: c for c in rows.columns}))})
+        metadata={"bad_rows": bad, "bad_requests": _as_markdown(rows)})
 
 
 @dg.asset_check(asset="request_stages", blocking=True)
@@ -103,9 +114,8 @@ def every_request_served(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     """A warning, not a stop: requests the deployment cannot serve are set aside so that the
     other traces' reports still come out; this names them (the reports' figures leave them out)."""
     with duckdb.get_connection() as conn:
-        count = scalar(conn, "SELECT count(*) FROM unserved_requests")
-        rows = conn.sql(f"SELECT trace, request_id, prompt_tokens, output_tokens, reason"
-                        f" FROM unserved_requests ORDER BY {FILE_ORDER} LIMIT {SHOWN}").pl()
+        count, rows = _first_rows(conn, "unserved_requests",
+                                  "trace, request_id, prompt_tokens, output_tokens, reason")
     if count == 0:
         return dg.AssetCheckResult(passed=True, metadata={"unserved_requests": 0})
     first = rows.row(0, named=True)
@@ -113,5 +123,4 @@ def every_request_served(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         passed=False, severity=dg.AssetCheckSeverity.WARN,
         description=(f"{count:,} request(s) set aside, not replayed: the deployment cannot serve"
                      f" them, first {first['trace']} {first['request_id']}, which {first['reason']}"),
-        metadata={"unserved_requests": count,
-                  "first_requests": dg.MetadataValue.md(markdown_table(rows, {c: c for c in rows.columns}))})
+        metadata={"unserved_requests": count, "first_requests": _as_markdown(rows)})
