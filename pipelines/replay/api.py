@@ -180,6 +180,16 @@ def _kv_tokens() -> pl.Expr:
     return pl.col("prompt_tokens") + pl.col("output_tokens") - 1
 
 
+def _with_thousands(count: pl.Expr) -> pl.Expr:
+    """A non-negative integer count as text with comma thousands separators (4147 -> "4,147"),
+    as every other count the pipeline prints; Polars' format has no such option. All seven
+    groups of three digits an Int64 holds, zero-padded, then the leading zeros and commas cut."""
+    groups = [((count // 1000 ** power) % 1000).cast(pl.String).str.zfill(3)
+              for power in range(6, -1, -1)]
+    padded = pl.concat_str(groups, separator=",").str.strip_chars_start("0,")
+    return pl.when(count == 0).then(pl.lit("0")).otherwise(padded)
+
+
 UNSERVED_SCHEMA = {"trace": pl.String, "request_id": pl.String, "prompt_tokens": pl.Int64,
                    "output_tokens": pl.Int64, "reason": pl.String}
 
@@ -196,13 +206,13 @@ def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deploym
     context = deployment.model.max_context
     length = pl.col("prompt_tokens") + pl.col("output_tokens")
     too_big = _kv_tokens() > deployment.kv_capacity_tokens
-    reason = pl.format("needs {} tokens of KV cache: one replica of {} holds {}", _kv_tokens(),
-                       pl.lit(deployment.name), pl.lit(deployment.kv_capacity_tokens))
+    reason = pl.format(f"needs {{}} tokens of KV cache: one replica of {deployment.name} holds"
+                       f" {deployment.kv_capacity_tokens:,}", _with_thousands(_kv_tokens()))
     if context:
         too_big = too_big | (length > context)
         reason = pl.when(length > context).then(pl.format(
-            "has {} tokens (prompt + output), more than {}'s context of {}", length,
-            pl.lit(deployment.model.model), pl.lit(context))).otherwise(reason)
+            f"has {{}} tokens (prompt + output), more than {deployment.model.model}'s context"
+            f" of {context:,}", _with_thousands(length))).otherwise(reason)
     served, unserved = {}, []
     for trace, frame in traces.items():
         refused = frame.filter(too_big)
@@ -214,6 +224,24 @@ def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deploym
         if frame.height:
             served[trace] = frame
     return served, pl.concat([pl.DataFrame(schema=UNSERVED_SCHEMA), *unserved])
+
+
+def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
+    """What would let `deployment`'s fleet serve the requests set_aside_unservable set aside:
+    a model with a longer context for those beyond its context, a larger KV cache for the
+    others; only the remedies the set-aside rows need are named."""
+    length = pl.col("prompt_tokens") + pl.col("output_tokens")
+    context = deployment.model.max_context
+    over_context = unserved.filter(length > context).height if context else 0
+    named = []
+    if over_context:
+        named.append(f"a model with a context of more than {deployment.model.max_context:,}"
+                     f" tokens ({over_context:,} request(s))")
+    if over_context < unserved.height:
+        named.append(f"a larger KV cache than {deployment.kv_capacity_tokens:,} tokens per"
+                     f" replica: more GPUs per replica or an fp8 KV cache"
+                     f" ({unserved.height - over_context:,} request(s))")
+    return "; ".join(named)
 
 
 def frame_problem(name: str, value) -> str | None:

@@ -305,7 +305,7 @@ def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypat
 def test_summary_names_requests_the_replay_set_aside(demo_run, tmp_path, monkeypatch, capsys):
     """Requests the deployment cannot serve are set aside, the run succeeds and the figures leave
     them out: the summary names them, per trace, before any dollar figure."""
-    reason = "needs 100000019 tokens of KV cache: one replica of d holds 499248"
+    reason = "needs 100,000,019 tokens of KV cache: one replica of d holds 499,248"
 
     def set_aside(conn):
         assert scalar(conn, "SELECT count(*) FROM unserved_requests") == 0   # the demo serves all

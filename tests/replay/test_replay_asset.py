@@ -16,7 +16,7 @@ from dagster_duckdb import DuckDBResource
 from pipelines.defs.ingest.assets import ingested_traces
 from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.replay.assets import REPLAY_TABLES, replayed_fleet
-from pipelines.replay.api import UNSERVED_SCHEMA, set_aside_unservable
+from pipelines.replay.api import UNSERVED_SCHEMA, remedies, set_aside_unservable
 from pipelines.roofline import load_catalog
 from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows, write_table
 
@@ -173,8 +173,8 @@ def test_a_request_the_deployment_cannot_serve_is_set_aside_and_the_rest_replays
     assert replayed == ["good:0", "good:1", "mixed:0"]
     assert unserved.columns == ["trace", "deployment", "request_id", "prompt_tokens", "output_tokens", "reason"]
     assert unserved.select("trace", "request_id").rows() == [("mixed", "mixed:1"), ("bad", "bad:0")]
-    assert unserved["reason"][0] == (f"has {10**8 + 20} tokens (prompt + output), more than"
-                                     f" llama-3.1-70b's context of 131072")
+    assert unserved["reason"][0] == ("has 100,000,020 tokens (prompt + output), more than"
+                                     " llama-3.1-70b's context of 131,072")
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert evaluations["every_request_replayed_or_set_aside"].passed
     warning = evaluations["every_request_served"]
@@ -192,12 +192,12 @@ def test_a_request_beyond_the_models_context_is_set_aside_with_its_reason():
     served, unserved = set_aside_unservable({"t": trace}, deployment)
     assert served["t"]["request_id"].to_list() == ["t:0"]
     assert unserved.rows() == [
-        ("t", "t:1", 4077, 20, "has 4097 tokens (prompt + output), more than llama-2-7b's context of 4096"),
-        ("t", "t:2", 7437, 20, "has 7457 tokens (prompt + output), more than llama-2-7b's context of 4096")]
+        ("t", "t:1", 4077, 20, "has 4,097 tokens (prompt + output), more than llama-2-7b's context of 4,096"),
+        ("t", "t:2", 7437, 20, "has 7,457 tokens (prompt + output), more than llama-2-7b's context of 4,096")]
     small = load_catalog().build(model="llama-3.1-8b", gpu="l4")   # 37,648 tokens of KV cache
     _, kv = set_aside_unservable({"t": _requests("t", [37629, 37630])}, small)
     assert kv.select("request_id", "reason").rows() == [
-        ("t:1", "needs 37649 tokens of KV cache: one replica of llama-3.1-8b@l4-tp1-bf16 holds 37648")]
+        ("t:1", "needs 37,649 tokens of KV cache: one replica of llama-3.1-8b@l4-tp1-bf16 holds 37,648")]
     everything, none = set_aside_unservable({"t": trace.head(1)}, deployment)
     assert list(everything) == ["t"] and none.height == 0 and none.columns == list(UNSERVED_SCHEMA)
 
@@ -229,9 +229,28 @@ def test_a_log_of_which_no_request_can_be_served_fails_naming_why(tmp_path):
     failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
     message = failure.event_specific_data.error.message
     assert ("no request can be served by azure-2023-70b-h100: every one is set aside, e.g. one"
-            f" that has {10**8 + 20} tokens (prompt + output), more than llama-3.1-70b's context"
-            " of 131072; replay on a deployment") in message
-    assert "a model with a longer context" in message
+            " that has 100,000,020 tokens (prompt + output), more than llama-3.1-70b's context"
+            " of 131,072; replay on a deployment with a model with a context of more than"
+            " 131,072 tokens (2 request(s))") in message
+    assert "KV cache" not in message.split("replay on")[1]   # the context, not the KV cache, is short
+
+
+def test_remedies_name_only_what_the_set_aside_requests_need():
+    """The all-set-aside failure advised more GPUs and an fp8 KV cache also when only the
+    model's context was short (and a longer context when only the KV cache was): each remedy is
+    named only for the requests it would let in, with their count."""
+    context_bound = load_catalog().deployment("seed-example")     # 4,096-token context
+    kv_bound = load_catalog().build(model="llama-3.1-8b", gpu="l4")   # 37,648 tokens of KV cache
+    _, by_context = set_aside_unservable({"t": _requests("t", [5000, 6000])}, context_bound)
+    assert remedies(by_context, context_bound) == (
+        "a model with a context of more than 4,096 tokens (2 request(s))")
+    _, by_kv = set_aside_unservable({"t": _requests("t", [40000])}, kv_bound)
+    assert remedies(by_kv, kv_bound) == ("a larger KV cache than 37,648 tokens per replica: more"
+                                         " GPUs per replica or an fp8 KV cache (1 request(s))")
+    _, both = set_aside_unservable({"t": _requests("t", [40000, 200000])}, kv_bound)
+    assert remedies(both, kv_bound) == (
+        "a model with a context of more than 131,072 tokens (1 request(s)); a larger KV cache"
+        " than 37,648 tokens per replica: more GPUs per replica or an fp8 KV cache (1 request(s))")
 
 
 @pytest.mark.parametrize(("also", "description"), [

@@ -11,7 +11,7 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.replay import ReplayError, by_trace, replay_traces
-from pipelines.replay.api import set_aside_unservable
+from pipelines.replay.api import remedies, set_aside_unservable
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows
@@ -120,9 +120,7 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         if not traces:
             raise dg.Failure(f"no request can be served by {deployment.name}: every one is set"
                              f" aside, e.g. one that {unserved['reason'][0]}; replay on a"
-                             f" deployment whose model's context and KV cache hold them (a model"
-                             f" with a longer context; for the KV cache, more GPUs per replica or"
-                             f" an fp8 KV cache)")
+                             f" deployment with {remedies(unserved, deployment)}")
 
         def progress_for(trace: str):  # called as the trace's replay starts
             started = time.perf_counter()
