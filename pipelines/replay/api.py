@@ -255,6 +255,16 @@ def frame_problem(name: str, value) -> str | None:
     return f"{name}: expected a polars DataFrame, got {type(value).__name__}{hint}"
 
 
+def deployment_problem(name: str, value) -> str | None:
+    """Why `value`, passed as the argument `name`, is not a Deployment (None when it is): a
+    deployment's name, say, where the object belongs. One message for the replay's and the
+    calibration's arguments."""
+    if isinstance(value, Deployment):
+        return None
+    return (f"{name}={value!r}: expected a Deployment, e.g. load_catalog().deployment(name) or"
+            f" load_catalog().build(...)")
+
+
 def _check_span(frame: pl.DataFrame, deployment: Deployment, bin_s: float) -> None:
     """Refuse a log whose span would need a fleet timeline beyond MAX_TIMELINE_CELLS (replicas x
     bins, TIMELINE_SERIES floats each): such a span is almost always an arrival in the wrong
@@ -303,9 +313,9 @@ def replay_fleet(
     problem = frame_problem("requests", requests)
     if problem:
         raise ReplayError(problem)
-    if not isinstance(deployment, Deployment):
-        raise ReplayError(f"deployment={deployment!r}: expected a Deployment, e.g."
-                          f" load_catalog().deployment(name) or load_catalog().build(...)")
+    problem = deployment_problem("deployment", deployment)
+    if problem:
+        raise ReplayError(problem)
     if router not in ROUTERS:
         raise ReplayError(f"router={router!r}: expected one of {', '.join(ROUTERS)}")
     if isinstance(bin_s, bool) or not isinstance(bin_s, numbers.Real) or not bin_s > 0:

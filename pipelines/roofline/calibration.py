@@ -67,7 +67,7 @@ import polars as pl
 from scipy.optimize import least_squares
 
 from pipelines.replay import ReplayError, replay_fleet
-from pipelines.replay.api import frame_problem
+from pipelines.replay.api import deployment_problem, frame_problem
 from pipelines.roofline import step
 from pipelines.roofline.deployment import Deployment
 
@@ -189,11 +189,11 @@ def _check_frame(name: str, frame) -> None:
         raise CalibrationError(problem)
 
 
-def _check_deployment(d) -> None:
+def _check_deployment(name: str, d) -> None:
     """A CalibrationError naming what was passed where a Deployment belongs (a name, say)."""
-    if not isinstance(d, Deployment):
-        raise CalibrationError(f"{d!r} is not a Deployment: expected e.g. "
-                               f"load_catalog().deployment(name) or load_catalog().build(...)")
+    problem = deployment_problem(name, d)
+    if problem:
+        raise CalibrationError(problem)
 
 
 def _check_buckets(buckets) -> None:
@@ -390,7 +390,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
     estimates (every observed metric is still reported). `router` and `hash_tokens` are the
     replay's (pipelines.replay.replay_fleet)."""
-    _check_deployment(d)
+    _check_deployment("d", d)
     if isinstance(fit_metrics, str):   # fit_metrics="ttft": one metric, not its letters
         fit_metrics = (fit_metrics,)
     if not isinstance(fit_metrics, (list, tuple, set, frozenset)):
@@ -416,7 +416,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
 def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -> Calibration:
     """Fit `d` to measured prefill and decode step times (module docstring). The network
     one-way latency does not enter step times and keeps its value."""
-    _check_deployment(d)
+    _check_deployment("d", d)
     obs = _step_observations(steps, buckets)
     return _calibrate(d, obs, lambda candidate: predict_steps(candidate, obs),
                       ("prefill", "decode"), client_path=False)
@@ -538,8 +538,8 @@ def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, b
                                f"{type(candidates).__name__} (calibrate_requests takes one)")
     if not candidates:
         raise CalibrationError("no candidate deployment to calibrate")
-    for d in candidates:
-        _check_deployment(d)
+    for number, d in enumerate(candidates):
+        _check_deployment(f"candidates[{number}]", d)
     results, rows = [], []
     for d in candidates:
         try:
