@@ -46,7 +46,7 @@ SCHEDULER_CHOICES = {
 }
 # Columns the physics reads (deployments.csv may omit `stack` and the SCHEDULER_CHOICES options:
 # the default stack and the Scheduler defaults, vLLM's, apply; gpus.csv may omit
-# `weight_only_dtypes`).
+# `weight_only_dtypes` and `kv_cache_dtypes`).
 REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
@@ -240,6 +240,7 @@ class Catalog:
         arguments override the defaults of the GPU family under the serving `stack`
         (gpu_efficiency.csv: `current` = today's engines with CUDA graphs and custom all-reduce,
         vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled)."""
+        kv_defaulted = kv_cache is None
         kv_cache = kv_cache or weights
         for label, dtype in (("weights", weights), ("kv_cache", kv_cache)):
             if dtype not in DTYPE_BYTES:
@@ -262,6 +263,12 @@ class Catalog:
         if gemm_dtype is None:
             raise CatalogError(f"gpu {gpu!r} has no {weights} tensor throughput and no weight-only"
                                f" {weights} kernel in {self.file('gpus')}")
+        stored = _kv_cache_dtypes(g)
+        if kv_cache not in stored:
+            given = " (by default the weights' dtype)" if kv_defaulted else ""
+            raise CatalogError(f"kv_cache={kv_cache!r}{given}: no serving engine stores the KV cache"
+                               f" in {kv_cache} on {gpu}; expected one of {', '.join(stored)}"
+                               f" ({self.file('gpus')} kv_cache_dtypes, sources in kv_cache_source)")
         family_rows = self.gpu_efficiency.filter(pl.col("family") == g["family"])
         if family_rows.height == 0:
             raise CatalogError(f"gpu family {g['family']!r} of {gpu!r} has no row in"
@@ -337,16 +344,18 @@ class Catalog:
 
     def _fitting_choices(self, deployment: Deployment, model_row: dict) -> str:
         """`tp=N weights=D` pairs (valid tensor parallelism, a weight dtype this GPU serves) that
-        leave room for a KV cache on the deployment's GPU."""
+        leave room for a KV cache on the deployment's GPU: the KV cache in the weights' dtype,
+        build's default, or where the GPU stores none in it, in the deployment's own (named)."""
         g = self.gpus.filter(pl.col("gpu") == deployment.gpu.gpu).row(0, named=True)
         found = []
         for dtype in ("bf16", "fp8", "fp4"):
             if _gemm_dtype(g, dtype) is None:
                 continue
+            kv = dtype if dtype in _kv_cache_dtypes(g) else deployment.kv_dtype
             for tp in valid_tensor_parallel(model_row):
-                candidate = replace(deployment, tp=tp, weight_dtype=dtype, kv_dtype=dtype)
+                candidate = replace(deployment, tp=tp, weight_dtype=dtype, kv_dtype=kv)
                 if candidate.kv_capacity_tokens > 0:
-                    found.append(f"tp={tp} weights={dtype}")
+                    found.append(f"tp={tp} weights={dtype}" + (f" kv_cache={kv}" if kv != dtype else ""))
                     break
         return ", ".join(found)
 
@@ -389,10 +398,22 @@ def _has_peak(gpu_row: dict, dtype: str) -> bool:
     return peak is not None and not (isinstance(peak, float) and math.isnan(peak))
 
 
+def _listed(gpu_row: dict, column: str) -> list[str]:
+    """The `;`-separated dtypes of a gpus.csv cell (none where it is empty or absent)."""
+    listed = gpu_row.get(column)
+    return [d.strip() for d in listed.split(";") if d.strip()] if isinstance(listed, str) else []
+
+
 def _weight_only(gpu_row: dict) -> list[str]:
     """The weight dtypes this GPU serves weight-only (gpus.csv `weight_only_dtypes`, optional)."""
-    listed = gpu_row.get("weight_only_dtypes")
-    return [d.strip() for d in listed.split(";") if d.strip()] if isinstance(listed, str) else []
+    return _listed(gpu_row, "weight_only_dtypes")
+
+
+def _kv_cache_dtypes(gpu_row: dict) -> list[str]:
+    """The KV-cache dtypes serving engines store on this GPU (gpus.csv `kv_cache_dtypes`, each
+    with its source in `kv_cache_source`): an NVFP4 KV cache, say, only on Blackwell. A catalog
+    without the column states no limit: every dtype."""
+    return _listed(gpu_row, "kv_cache_dtypes") if "kv_cache_dtypes" in gpu_row else list(DTYPE_BYTES)
 
 
 def _gemm_dtype(gpu_row: dict, weights: str) -> str | None:
@@ -689,4 +710,11 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                     f" {directory / 'gpus.csv'}: expected dtypes of {', '.join(DTYPE_BYTES)}"
                     f" that the GPU has no tensor throughput for, on a GPU with a bf16 peak"
                     f" to compute them at")
+        stored = _kv_cache_dtypes(gpu_row)
+        wrong = [d for d in stored if d not in DTYPE_BYTES]
+        if wrong or not stored:
+            raise CatalogError(
+                f"kv_cache_dtypes of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
+                f" {gpu_row['kv_cache_dtypes']!r}: expected the `;`-separated dtypes of"
+                f" {', '.join(DTYPE_BYTES)} that serving engines store a KV cache in on it")
     return Catalog(directory=directory, **frames)

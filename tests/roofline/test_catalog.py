@@ -577,6 +577,58 @@ def test_weight_only_dtypes_must_be_dtypes_the_gpu_lacks(copied, listed):
         load_catalog(copied)
 
 
+@pytest.mark.parametrize("gpu, kv_cache, stored", [
+    ("h100-sxm", "fp4", "bf16, fp16, fp8, int8"),
+    ("a100-80gb-sxm", "fp4", "bf16, fp16, fp8, int8"),
+    ("l40s", "fp4", "bf16, fp16, fp8, int8"),
+    ("mi300x", "fp4", "bf16, fp16, fp8"),
+    ("mi300x", "int8", "bf16, fp16, fp8"),
+])
+def test_a_kv_cache_dtype_no_engine_stores_on_the_gpu_is_refused(catalog, gpu, kv_cache, stored):
+    """An NVFP4 KV cache is read only by Blackwell's SM100 kernels, and no ROCm engine keeps an
+    int8 one (gpus.csv kv_cache_source): such a deployment was built, its KV cache sized at
+    4.5 bits a value, and a fleet costed that no engine can run."""
+    with pytest.raises(CatalogError, match=rf"kv_cache='{kv_cache}': no serving engine stores the"
+                                           rf" KV cache in {kv_cache} on {gpu}; expected one of"
+                                           rf" {stored} \(.*gpus.csv kv_cache_dtypes"):
+        catalog.build(model="llama-3.1-8b", gpu=gpu, weights="bf16", kv_cache=kv_cache)
+
+
+def test_kv_cache_dtypes_engines_store_still_build(catalog):
+    """vLLM stores an fp8 KV cache on Ampere too (converting it for attention); Blackwell keeps
+    NVFP4."""
+    for gpu, kv_cache in (("a100-80gb-sxm", "fp8"), ("a10", "fp8"), ("h100-sxm", "int8"),
+                          ("b200", "fp4"), ("mi300x", "fp8")):
+        assert catalog.build(model="llama-3.1-8b", gpu=gpu, kv_cache=kv_cache).kv_dtype == kv_cache
+
+
+def test_fp4_weights_served_weight_only_do_not_imply_an_fp4_kv_cache(catalog):
+    """fp4 weights run on an H100 (weight-only Marlin), but the default KV dtype, the weights',
+    is one it cannot store: the error says the dtype was the default, and naming one builds."""
+    with pytest.raises(CatalogError, match=r"kv_cache='fp4' \(by default the weights' dtype\)"):
+        catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp4")
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp4", kv_cache="fp8")
+    assert (d.gpu.gemm_dtype, d.kv_dtype) == ("bf16", "fp8")
+
+
+@pytest.mark.parametrize("listed", ["fp8;fp9", None], ids=["unknown-dtype", "empty"])
+def test_kv_cache_dtypes_must_name_dtypes(copied, listed):
+    gpus = pl.read_csv(copied / "gpus.csv").with_columns(
+        pl.when(pl.col("gpu") == "l4").then(pl.lit(listed, dtype=pl.String))
+        .otherwise("kv_cache_dtypes").alias("kv_cache_dtypes"))
+    gpus.write_csv(copied / "gpus.csv")
+    with pytest.raises(CatalogError, match=r"kv_cache_dtypes of l4 in .*gpus.csv is .*: expected"
+                                           r" the `;`-separated dtypes of bf16, fp16, fp8, int8,"
+                                           r" fp4 that serving engines"):
+        load_catalog(copied)
+
+
+def test_a_catalog_without_kv_cache_dtypes_limits_no_kv_dtype(copied):
+    pl.read_csv(copied / "gpus.csv").drop("kv_cache_dtypes").write_csv(copied / "gpus.csv")
+    d = load_catalog(copied).build(model="llama-3.1-8b", gpu="h100-sxm", kv_cache="fp4")
+    assert d.kv_dtype == "fp4"
+
+
 def test_a_deployment_moves_to_another_gpu_with_that_gpus_defaults(catalog):
     """Candidates for a log whose GPU is unknown: everything but the GPU is kept; factors and
     price are the new GPU's family defaults, not the old deployment's."""

@@ -201,7 +201,7 @@ def test_weights_larger_than_memory_name_what_fits(catalog):
     with pytest.raises(CatalogError) as info:   # docs/physics.md section 2's example
         catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=1)
     assert str(info.value).endswith(
-        "choices that fit: tp=2 weights=bf16, tp=1 weights=fp8, tp=1 weights=fp4")
+        "choices that fit: tp=2 weights=bf16, tp=1 weights=fp8, tp=1 weights=fp4 kv_cache=bf16")
     with pytest.raises(CatalogError, match="none on this GPU"):
         catalog.build(model="deepseek-v3", gpu="l4")
 
