@@ -46,7 +46,7 @@ SCHEDULER_CHOICES = {
 }
 # Columns the physics reads (deployments.csv may omit `stack` and the SCHEDULER_CHOICES options:
 # the default stack and the Scheduler defaults, vLLM's, apply; gpus.csv may omit
-# `weight_only_dtypes` and `kv_cache_dtypes`).
+# `weight_only_dtypes`, `kv_cache_dtypes` and `allreduce_family`).
 REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
@@ -275,14 +275,15 @@ class Catalog:
                                f" {self.file('gpu_efficiency')}")
         eff = _one(family_rows, "stack", stack, f"serving stack for {g['family']} GPUs",
                    self.file("gpu_efficiency"))
+        link = self._allreduce_row(g, stack)
         efficiency = Efficiency(
             compute_efficiency=eff["compute_efficiency"] if compute_efficiency is None else compute_efficiency,
             bandwidth_efficiency=eff["bandwidth_efficiency"] if bandwidth_efficiency is None else bandwidth_efficiency,
             step_overhead_s=eff["step_overhead_s"] if step_overhead_s is None else step_overhead_s,
             layer_overhead_s=eff["layer_overhead_s"] if layer_overhead_s is None else layer_overhead_s,
-            allreduce_latency_s=eff["allreduce_latency_s"],
-            allreduce_rounds=eff["allreduce_rounds"],
-            allreduce_bus_efficiency=eff["allreduce_bus_efficiency"],
+            allreduce_latency_s=link["allreduce_latency_s"],
+            allreduce_rounds=link["allreduce_rounds"],
+            allreduce_bus_efficiency=link["allreduce_bus_efficiency"],
         )
         # the ranges deployments.csv columns are held to, for a caller that is not the file
         values = {"tp": tp, "replicas": replicas, **asdict(scheduler), **asdict(efficiency),
@@ -333,6 +334,20 @@ class Catalog:
                 f" choices that fit: {fitting or 'none on this GPU'}"
             )
         return deployment
+
+    def _allreduce_row(self, gpu_row: dict, stack: str) -> dict:
+        """The gpu_efficiency.csv row whose all-reduce parameters (latency per round, rounds,
+        bus efficiency) fit this GPU's links: its gpus.csv `allreduce_family`'s where it names one,
+        else its own family's. They follow the link, not the chip: an A10 is an Ampere chip on
+        PCIe, whose all-reduce is the PCIe Ada cards' ring, not the NVSwitch A100's."""
+        family = gpu_row.get("allreduce_family") or gpu_row["family"]
+        if family == gpu_row["family"]:
+            what = f"serving stack for {family} GPUs"
+        else:
+            what = (f"serving stack for the all-reduce of {gpu_row['gpu']} (its links are"
+                    f" {family} GPUs': allreduce_family in {self.file('gpus')})")
+        rows = self.gpu_efficiency.filter(pl.col("family") == family)
+        return _one(rows, "stack", stack, what, self.file("gpu_efficiency"))
 
     def on_gpu(self, d: Deployment, gpu: str) -> Deployment:
         """`d` (model, parallelism, dtypes, replicas, scheduler, client path) on another GPU,
@@ -710,6 +725,13 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                     f" {directory / 'gpus.csv'}: expected dtypes of {', '.join(DTYPE_BYTES)}"
                     f" that the GPU has no tensor throughput for, on a GPU with a bf16 peak"
                     f" to compute them at")
+        families = frames["gpu_efficiency"]["family"].to_list()
+        if gpu_row.get("allreduce_family") and gpu_row["allreduce_family"] not in families:
+            raise CatalogError(
+                f"allreduce_family of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
+                f" {gpu_row['allreduce_family']!r}: expected a family of"
+                f" {directory / 'gpu_efficiency.csv'} ({', '.join(sorted(set(families)))}), or"
+                f" empty for the GPU's own")
         stored = _kv_cache_dtypes(gpu_row)
         wrong = [d for d in stored if d not in DTYPE_BYTES]
         if wrong or not stored:

@@ -629,6 +629,17 @@ def test_a_catalog_without_kv_cache_dtypes_limits_no_kv_dtype(copied):
     assert d.kv_dtype == "fp4"
 
 
+def test_an_allreduce_family_must_be_a_family_of_the_efficiency_file(copied):
+    gpus = pl.read_csv(copied / "gpus.csv").with_columns(
+        pl.when(pl.col("gpu") == "a10").then(pl.lit("pcie")).otherwise("allreduce_family")
+        .alias("allreduce_family"))
+    gpus.write_csv(copied / "gpus.csv")
+    with pytest.raises(CatalogError, match=r"allreduce_family of a10 in .*gpus.csv is 'pcie':"
+                                           r" expected a family of .*gpu_efficiency.csv \(ada,"
+                                           r" ampere, blackwell, cdna3, hopper\)"):
+        load_catalog(copied)
+
+
 def test_a_deployment_moves_to_another_gpu_with_that_gpus_defaults(catalog):
     """Candidates for a log whose GPU is unknown: everything but the GPU is kept; factors and
     price are the new GPU's family defaults, not the old deployment's."""

@@ -106,6 +106,22 @@ def test_allreduce_latency_grows_with_the_rounds_of_the_fabric(catalog):
     assert d.coefficients[step.LINK_BANDWIDTH] == pytest.approx(450e9 * 0.82)
 
 
+def test_a_pcie_card_of_an_nvlink_family_all_reduces_over_pcie(catalog):
+    """The A10 is an Ampere chip on PCIe Gen4 x16, with no NVLink: its all-reduce is the PCIe
+    Ada cards' (ring rounds of 6 us, 0.55 of the line rate), not the NVSwitch A100's (log2 rounds
+    of 12 us, 0.82) that its family row describes; its compute factors stay the A100's."""
+    a10 = {tp: catalog.build(model="deepseek-coder-6.7b", gpu="a10", tp=tp) for tp in (2, 4)}
+    l4 = {tp: catalog.build(model="deepseek-coder-6.7b", gpu="l4", tp=tp) for tp in (2, 4)}
+    for tp in (2, 4):
+        assert a10[tp].coefficients[step.ALLREDUCE_LATENCY_S] == pytest.approx(
+            l4[tp].coefficients[step.ALLREDUCE_LATENCY_S])
+        assert a10[tp].coefficients[step.LINK_BANDWIDTH] == pytest.approx(32e9 * 0.55)
+    a100 = catalog.build(model="deepseek-coder-6.7b", gpu="a100-80gb-sxm", tp=2).efficiency
+    assert a10[2].efficiency.compute_efficiency == a100.compute_efficiency
+    assert a10[2].efficiency.bandwidth_efficiency == a100.bandwidth_efficiency
+    assert a10[2].efficiency.allreduce_rounds == "ring" != a100.allreduce_rounds
+
+
 def test_gemm_roofline_is_softened_where_compute_and_weight_reads_meet(catalog):
     """A GEMM whose compute and weight-read times are equal takes 2^(1/3) = 1.26 x either;
     far from the ridge the hard roofline holds within a percent."""
