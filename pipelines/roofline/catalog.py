@@ -450,20 +450,25 @@ def _attention_peak(gpu_row: dict, kv_dtype: str) -> float:
     return gpu_row["bf16_tflops"]
 
 
-def valid_tensor_parallel(model_row: dict, largest: int = int(TENSOR_PARALLEL.high)) -> list[int]:
-    """Tensor-parallel degrees up to `largest` (one 8-GPU node) that split the model evenly:
-    query heads divisible by tp, and KV heads divisible by tp or tp a multiple of the KV heads
-    (each GPU then keeps one replicated KV head)."""
+def _splits(model_row: dict, tp: int) -> bool:
+    """Whether tp GPUs split the model evenly, as engines require: query heads divisible by tp,
+    KV heads divisible by tp or tp a multiple of them (each GPU then keeps one replicated KV
+    head), and the FFN (a mixture's per-expert FFN) divisible by tp, which vLLM's column-parallel
+    layers assert (MergedColumnParallelLinear: every output size % tp == 0)."""
     q, kv = model_row["q_heads"], model_row["kv_heads"]
-    return [tp for tp in range(1, largest + 1)
-            if q % tp == 0 and (kv % tp == 0 or tp % kv == 0)]
+    return q % tp == 0 and (kv % tp == 0 or tp % kv == 0) and model_row["ffn_size"] % tp == 0
+
+
+def valid_tensor_parallel(model_row: dict, largest: int = int(TENSOR_PARALLEL.high)) -> list[int]:
+    """Tensor-parallel degrees up to `largest` (one 8-GPU node) that split the model evenly."""
+    return [tp for tp in range(1, largest + 1) if _splits(model_row, tp)]
 
 
 def _check_tensor_parallel(model_row: dict, tp: int) -> None:
-    q, kv = model_row["q_heads"], model_row["kv_heads"]
-    if q % tp != 0 or (kv % tp != 0 and tp % kv != 0):
+    if not _splits(model_row, tp):
         raise CatalogError(
-            f"tp={tp} cannot split {model_row['model']} ({q} query heads, {kv} KV heads) evenly;"
+            f"tp={tp} cannot split {model_row['model']} ({model_row['q_heads']} query heads,"
+            f" {model_row['kv_heads']} KV heads, FFN {model_row['ffn_size']}) evenly;"
             f" valid tp: {', '.join(map(str, valid_tensor_parallel(model_row)))}"
         )
 
