@@ -308,6 +308,7 @@ class Catalog:
             if value not in choices:
                 raise CatalogError(f"{option}={value!r}: expected one of {', '.join(choices)}"
                                    f" ({meaning})")
+        _check_memory_basis(g, scheduler.kv_memory_basis)
         _check_tensor_parallel(m, tp)
         provider, plan = self._price_key(gpu, price_provider, price_plan)
         deployment = Deployment(
@@ -448,6 +449,18 @@ def _attention_peak(gpu_row: dict, kv_dtype: str) -> float:
     if kv_dtype in ("fp8", "fp4") and _has_peak(gpu_row, "fp8"):
         return gpu_row["fp8_tflops"]
     return gpu_row["bf16_tflops"]
+
+
+def _check_memory_basis(gpu_row: dict, basis: str) -> None:
+    """The "free" basis is TensorRT-LLM's reading of its memory fraction, with its CUDA runtime
+    and NCCL buffers (deployment.py, KV capacity); TensorRT-LLM runs on NVIDIA GPUs only
+    (nvidia.github.io/TensorRT-LLM, supported hardware), so on another vendor's (gpus.csv
+    `vendor`) it would size the KV cache of an engine that is not there."""
+    vendor = gpu_row.get("vendor")
+    if basis == "free" and vendor is not None and vendor != "NVIDIA":
+        raise CatalogError(f"kv_memory_basis='free' on {gpu_row['gpu']}: the free-memory basis"
+                           f" is TensorRT-LLM's, which runs on NVIDIA GPUs only, not {vendor}'s;"
+                           f" expected kv_memory_basis='total' (vLLM's and SGLang's reading)")
 
 
 def _splits(model_row: dict, tp: int) -> bool:

@@ -178,6 +178,15 @@ def test_kv_pool_of_free_memory_leaves_the_runtime_its_share(catalog):
     assert catalog.deployment("seed-example").scheduler.kv_memory_basis == "total"
 
 
+def test_tensorrt_llms_memory_basis_is_refused_on_a_gpu_it_does_not_run_on(catalog):
+    """The free-memory basis is TensorRT-LLM's, with its CUDA runtime and NCCL buffers;
+    TensorRT-LLM runs on NVIDIA GPUs only, so an MI300X read that way is no engine's."""
+    with pytest.raises(CatalogError, match=r"kv_memory_basis='free' on mi300x: .*TensorRT-LLM.*"
+                                           r" NVIDIA GPUs only.*expected kv_memory_basis='total'"):
+        catalog.build(model="llama-3.1-70b", gpu="mi300x", kv_memory_basis="free")
+    assert catalog.build(model="llama-3.1-70b", gpu="mi300x").scheduler.kv_memory_basis == "total"
+
+
 def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(copied):
     """kv_memory_basis is optional in deployments.csv (files written before it existed)."""
     pl.read_csv(copied / "deployments.csv").drop("kv_memory_basis").write_csv(
