@@ -261,8 +261,10 @@ class Catalog:
         g = _one(self.gpus, "gpu", gpu, "gpu", self.file("gpus"))
         gemm_dtype = _gemm_dtype(g, weights)
         if gemm_dtype is None:
+            served = [d for d in DTYPE_BYTES if _gemm_dtype(g, d) is not None]
             raise CatalogError(f"gpu {gpu!r} has no {weights} tensor throughput and no weight-only"
-                               f" {weights} kernel in {self.file('gpus')}")
+                               f" {weights} kernel in {self.file('gpus')}; expected weights of"
+                               f" {', '.join(served)}")
         stored = _kv_cache_dtypes(g)
         if kv_cache not in stored:
             given = " (by default the weights' dtype)" if kv_defaulted else ""

@@ -79,7 +79,9 @@ def test_weights_without_tensor_cores_are_served_weight_only(catalog):
     assert fp8.as_row()["gemm_dtype"] == "bf16"
     native = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8")
     assert (native.gpu.gemm_dtype, native.gpu.peak_tflops) == ("fp8", 1978.9)
-    with pytest.raises(CatalogError, match="'mi300x' has no fp4 tensor throughput and no weight-only"):
+    with pytest.raises(CatalogError, match="'mi300x' has no fp4 tensor throughput and no weight-only"
+                                           r" fp4 kernel in .*gpus.csv; expected weights of bf16,"
+                                           r" fp16, fp8, int8$"):
         catalog.build(model="llama-3.1-8b", gpu="mi300x", weights="fp4")
 
 
