@@ -38,9 +38,9 @@ def _mapping(value, where: str, problems: list[str]) -> dict:
 
 def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]:
     """The deployments named in the calibration config's `deployments` map (trace -> deployment)
-    and `candidates` map (trace -> list of deployments); also checks `fit_metrics`
-    (pipelines/defs/calibration/assets.py, CalibrationConfig, which runs the same checks when
-    it is materialized without the preflight)."""
+    and `candidates` map (trace -> list of deployments); also checks `fit_metrics` and
+    `fit_metrics_by_trace` (pipelines/defs/calibration/assets.py, CalibrationConfig, which runs
+    the same checks when it is materialized without the preflight)."""
     where = f"ops.{CALIBRATION_OP}.config"
     chosen = []
     deployments = _mapping(cfg.get("deployments"), f"{where}.deployments", problems)
@@ -60,12 +60,19 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
                             f"candidates; expected one or the other")
         chosen += [(f"{CALIBRATION_OP}.candidates[{trace!r}]", name) for name in names]
     if "fit_metrics" in cfg:
-        metrics = cfg["fit_metrics"]
-        if (not isinstance(metrics, list) or not metrics
-                or not all(isinstance(m, str) and m in REQUEST_METRICS for m in metrics)):
-            problems.append(f"run config {where}.fit_metrics: {metrics!r}, expected a list of "
-                            f"some of {list(REQUEST_METRICS)}")
+        _check_fit_metrics(cfg["fit_metrics"], f"{where}.fit_metrics", problems)
+    by_trace = _mapping(cfg.get("fit_metrics_by_trace"), f"{where}.fit_metrics_by_trace", problems)
+    for trace, metrics in by_trace.items():
+        _check_fit_metrics(metrics, f"{where}.fit_metrics_by_trace[{trace!r}]", problems)
     return chosen
+
+
+def _check_fit_metrics(metrics, where: str, problems: list[str]) -> None:
+    """A problem naming `where` unless `metrics` is a non-empty list of REQUEST_METRICS names."""
+    if (not isinstance(metrics, list) or not metrics
+            or not all(isinstance(m, str) and m in REQUEST_METRICS for m in metrics)):
+        problems.append(f"run config {where}: {metrics!r}, expected a list of some of "
+                        f"{list(REQUEST_METRICS)}")
 
 
 def _unknown_fields(op: str, cfg: dict, problems: list[str]) -> None:

@@ -77,6 +77,20 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     assert "| held_out | ttft |" in by_key["calibration_errors"]["burstgpt-scale100 errors by shape"].value
 
 
+def test_each_trace_can_be_fitted_on_its_own_metrics(tmp_path):
+    """Logs differ in what they observed well (BurstGPT-vLLM's e2e rests on estimated output
+    tokens, AIBrix's does not): one run fitted every trace on the one `fit_metrics` list."""
+    requests = _requests(True).filter(pl.col("arrival_s") < pl.col("arrival_s").min().over("trace") + 30)
+    config = {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"],
+              "fit_metrics_by_trace": {"burstgpt-scale1000": ["ttft", "e2e"]}}
+    result, _ = _materialize(tmp_path, requests, config)
+    assert result.success
+    by_key = {m.asset_key.to_user_string(): m.metadata
+              for m in result.asset_materializations_for_node("calibrated")}
+    assert by_key["calibration"]["fit_metrics"].value == {
+        "burstgpt-scale100": ["ttft"], "burstgpt-scale1000": ["ttft", "e2e"]}
+
+
 def test_a_request_the_deployment_cannot_serve_is_set_aside_not_the_whole_trace(tmp_path):
     """One absurd row (a prompt of 900,000 tokens) in an observed log: the replay sets it aside
     and replays the rest; calibration skipped the whole trace for it. It is now left out of the
@@ -265,4 +279,7 @@ def test_a_misspelled_trace_in_the_config_fails_naming_the_observed_ones(tmp_pat
     config = {"deployments": {"burstgpt-scale-100": DEPLOYMENT}, "fit_metrics": ["ttft"]}
     with pytest.raises(dg.Failure, match=r"trace\(s\) \['burstgpt-scale-100'\] with no observed"
                                          r" latencies.*burstgpt-scale100, burstgpt-scale1000"):
+        _materialize(tmp_path, _requests(True), config)
+    config = {"fit_metrics_by_trace": {"burstgpt-scale-100": ["ttft"]}}
+    with pytest.raises(dg.Failure, match=r"trace\(s\) \['burstgpt-scale-100'\] with no observed"):
         _materialize(tmp_path, _requests(True), config)

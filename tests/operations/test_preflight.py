@@ -230,6 +230,13 @@ def test_a_null_deployment_names_none(tmp_path, monkeypatch, capsys, op):
      "run config ops.calibrated.config.fit_metrics: ['ttft', 'tpot'], expected a list of some of"),
     ("ops:\n  calibrated:\n    config:\n      fit_metrics: ttft\n",
      "run config ops.calibrated.config.fit_metrics: 'ttft', expected a list"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: {burstgpt: [ttft, tpot]}\n",
+     "run config ops.calibrated.config.fit_metrics_by_trace['burstgpt']: ['ttft', 'tpot'],"
+     " expected a list of some of ['ttft', 'e2e']"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: {burstgpt: []}\n",
+     "run config ops.calibrated.config.fit_metrics_by_trace['burstgpt']: [], expected a list"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: [ttft]\n",
+     "run config ops.calibrated.config.fit_metrics_by_trace: ['ttft'] is a list, expected a mapping"),
     ("ops:\n  replayd_fleet:\n    config:\n      deployment: seed-example\n",
      "run config ops.replayd_fleet: no step of that name takes a config; expected one of"
      " calibrated, replayed_fleet"),

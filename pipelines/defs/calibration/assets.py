@@ -42,6 +42,9 @@ class CalibrationConfig(dg.Config):
     candidates: dict[str, list[str]] = {}
     # the observed metrics the fit uses (ttft, e2e); all observed ones are reported
     fit_metrics: list[str] = list(REQUEST_METRICS)
+    # trace -> its own fit metrics, for a log whose other metric is not usable (BurstGPT-vLLM's
+    # end-to-end times rest on estimated output tokens); others use `fit_metrics`
+    fit_metrics_by_trace: dict[str, list[str]] = {}
     # the router of the fit's replays: the choices and default of ReplayConfig.router, set on
     # its own (calibration runs on demand, apart from the replay), so a run that changed the
     # replay's router sets this one too
@@ -86,9 +89,11 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     # named in the metadata: a log whose latencies were not read (a generic CSV without an
     # observed_ttft_s column mapping) was otherwise left out without a word
     unobserved = sorted(set(ingested) - set(observed))
-    unknown = sorted((set(config.deployments) | set(config.candidates)) - set(observed))
-    if unknown:  # a typo would silently calibrate that trace on the default deployment
-        raise dg.Failure(f"calibration config: deployments / candidates name trace(s) {unknown}"
+    named = set(config.deployments) | set(config.candidates) | set(config.fit_metrics_by_trace)
+    unknown = sorted(named - set(observed))
+    if unknown:  # a typo would silently calibrate that trace on the default deployment or metrics
+        raise dg.Failure(f"calibration config: deployments / candidates / fit_metrics_by_trace"
+                         f" name trace(s) {unknown}"
                          f" with no observed latencies in the warehouse; traces with observed"
                          f" latencies: {', '.join(observed) or 'none'}")
     default, default_source = settings.deployment_choice(config.deployment, "calibration config")
@@ -114,9 +119,10 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         if not frame.height:
             skipped[trace] = "not calibrated: no request of it can be served"
             continue
+        metrics = config.fit_metrics_by_trace.get(trace, config.fit_metrics)
         try:
             choice = calibrate_candidates(offered, frame.drop("prefix_block_tokens"), buckets,
-                                          tuple(config.fit_metrics), router=config.router,
+                                          tuple(metrics), router=config.router,
                                           hash_tokens=hash_tokens)
         except CalibrationError as exc:
             skipped[trace] = f"not calibrated: {exc}"
@@ -137,7 +143,8 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
             schema=PARAMETER_SCHEMA, orient="row"))
         errors.append(result.errors.select(**labels, **{c: c for c in result.errors.columns}))
         summary[trace] = result
-        context.log.info(f"{trace}: calibrated {name} on {frame.height} requests")
+        context.log.info(f"{trace}: calibrated {name} on {frame.height} requests, fitted on"
+                         f" {', '.join(metrics)}")
         for warning in result.warnings:
             context.log.warning(f"{trace}: {warning}")
     with duckdb.get_connection() as conn:
@@ -184,6 +191,8 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
     warnings = [f"- {trace}: {w}" for trace, result in summary.items() for w in result.warnings]
     return {"calibrated_traces": dg.MetadataValue.int(len(summary)),
             "parameters": dg.MetadataValue.md("\n".join(lines)),
+            # what each trace was fitted on (fit_metrics, or its own fit_metrics_by_trace)
+            "fit_metrics": dg.MetadataValue.json({t: list(r.fit_metrics) for t, r in summary.items()}),
             "implausible_fits": dg.MetadataValue.md("\n".join(warnings) or "none")}
 
 
