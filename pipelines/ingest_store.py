@@ -3,10 +3,12 @@ file, so a re-run is idempotent and a file that fails to parse leaves every tabl
 
 Plain DuckDB, no Dagster (the ingest asset, pipelines/defs/ingest/assets.py, is wiring around
 it). The tables are created by sql/ingest_*_table.sql (and the calibration asset's, empty, by
-sql/calibration*_table.sql), rows are deleted by sql/ingest_delete_*.sql; only ingest writes
+sql/calibration*_table.sql), rows are deleted by sql/ingest_delete_*.sql (a trace's calibration
+rows by sql/calibration*_delete_trace.sql); only ingest writes
 tables row range by row range. The files a pass could not use are recorded, with their errors,
 in failed_trace_files (`record_failures`). A trace whose rows are replaced or removed loses its
-calibration rows in the same transaction: they were fitted on the rows that go.
+calibration rows in the same transaction: they were fitted on the rows that go. The calibration
+asset swaps the rows of the traces it fits here too (`replace_calibrated_traces`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import duckdb
 import polars as pl
 
 from pipelines.formats.common import COUNTS, DEFAULTS, REJECTED_SCHEMA, REQUESTS_SCHEMA, IngestResult
-from pipelines.warehouse import incoming, run_sql, transaction
+from pipelines.warehouse import incoming, insert_rows, run_sql, transaction
 
 INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
 # The trace_files row of a file (IngestResult.file_row plus its options and when it was
@@ -41,6 +43,9 @@ TABLE_SQL = {"requests": "ingest_requests_table", "rejected_requests": "ingest_r
 # first run on; and the view of what calibration replays, handy for SQL too.
 CALIBRATION_TABLE_SQL = {"calibration": "calibration_table",
                          "calibration_errors": "calibration_errors_table"}
+# table -> sql/<step>.sql deleting one trace's rows
+CALIBRATION_DELETE_SQL = {"calibration": "calibration_delete_trace",
+                          "calibration_errors": "calibration_errors_delete_trace"}
 CALIBRATION_VIEW_SQL = "calibration_requests"
 
 
@@ -64,6 +69,11 @@ def _stale_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
     columns are not those its CREATE statement declares: CREATE TABLE IF NOT EXISTS keeps it."""
     if any(_columns(conn, t) not in ([], columns) for t, columns in COLUMNS.items()):
         return [*COLUMNS, *CALIBRATION_TABLE_SQL]
+    return _stale_calibration_tables(conn)
+
+
+def _stale_calibration_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """Each calibration table whose columns are not those its CREATE statement declares."""
     return [t for t in CALIBRATION_TABLE_SQL if _columns(conn, t) not in ([], _declared_columns(t))]
 
 
@@ -74,6 +84,29 @@ def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     for step in (*TABLE_SQL.values(), *CALIBRATION_TABLE_SQL.values(), CALIBRATION_VIEW_SQL):
         run_sql(conn, step)
+
+
+def ensure_calibration_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    """The calibration tables as declared, for the calibration asset to replace its traces' rows
+    in: created where missing (a warehouse the ingest has not opened since), and dropped and
+    created empty where an older release left other columns, as the ingest does."""
+    for table in _stale_calibration_tables(conn):
+        conn.execute(f"DROP TABLE {table}")
+    for step in CALIBRATION_TABLE_SQL.values():
+        run_sql(conn, step)
+
+
+def replace_calibrated_traces(conn: duckdb.DuckDBPyConnection,
+                              tables: dict[str, pl.DataFrame], traces: list[str]) -> None:
+    """Swap the rows of `traces` in the calibration tables (table -> the new rows, keyed by
+    trace) for the new ones, atomically, leaving every other trace's rows: a run that
+    calibrates some traces does not erase the others' fits."""
+    ensure_calibration_tables(conn)
+    with transaction(conn):
+        for table, frame in tables.items():
+            for trace in traces:
+                run_sql(conn, CALIBRATION_DELETE_SQL[table], [trace])
+            insert_rows(conn, table, frame)
 
 
 def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, str]]:
@@ -90,13 +123,7 @@ def _delete(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> int:
     for step, value in (("ingest_delete_requests", trace), ("ingest_delete_rejected", file),
                         ("ingest_delete_file", file)):
         run_sql(conn, step, [value])
-    return sum(run_sql(conn, step, [trace]).fetchone()[0]
-               for step in ("ingest_delete_calibration", "ingest_delete_calibration_errors"))
-
-
-def _insert(conn: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
-    with incoming(conn, frame):
-        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
+    return sum(run_sql(conn, step, [trace]).fetchone()[0] for step in CALIBRATION_DELETE_SQL.values())
 
 
 def _insert_requests(conn: duckdb.DuckDBPyConnection, result: IngestResult) -> None:
@@ -121,8 +148,8 @@ def replace_file(conn: duckdb.DuckDBPyConnection, result: IngestResult, old_trac
     with transaction(conn):
         removed = _delete(conn, row["file"], old_trace or row["trace"])
         _insert_requests(conn, result)
-        _insert(conn, "rejected_requests", result.rejected)
-        _insert(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
+        insert_rows(conn, "rejected_requests", result.rejected)
+        insert_rows(conn, "trace_files", pl.DataFrame([row], schema=TRACE_FILES_SCHEMA))
     return removed
 
 
@@ -141,4 +168,4 @@ def record_failures(conn: duckdb.DuckDBPyConnection, failed: dict[str, str]) -> 
                          schema=FAILED_FILES_SCHEMA)
     with transaction(conn):
         run_sql(conn, "ingest_clear_failed_files")
-        _insert(conn, "failed_trace_files", frame)
+        insert_rows(conn, "failed_trace_files", frame)

@@ -62,6 +62,13 @@ def write_table(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame)
     return frame.height
 
 
+def insert_rows(conn: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
+    """Add `frame`'s rows to table `name`, matching columns by name (the table's others null)."""
+    table = _checked(name)
+    with incoming(conn, frame):
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM _incoming")
+
+
 def run_sql(conn: duckdb.DuckDBPyConnection, step: str,
             params: list | None = None) -> duckdb.DuckDBPyConnection:
     """Run sql/<step>.sql (one statement: it creates or replaces one table or view, writes rows,

@@ -1,7 +1,8 @@
 -- The calibration asset's fitted factors (pipelines/defs/calibration/assets.py, PARAMETER_SCHEMA):
 -- one row per observed trace x parameter. Created empty with the warehouse, so SQL against it
--- works before calibration (on demand) first runs; that run replaces it whole, and the ingest
--- deletes a trace's rows when it replaces or removes the trace's requests. A table of other
+-- works before calibration (on demand) first runs; each run replaces the rows of the traces it
+-- calibrates (sql/calibration_delete_trace.sql) and keeps the others', and the ingest deletes a
+-- trace's rows when it replaces or removes the trace's requests. A table of other
 -- columns (an older release's) is dropped first and created anew (pipelines/ingest_store.py).
 CREATE TABLE IF NOT EXISTS calibration (
     trace      VARCHAR,

@@ -38,7 +38,7 @@ def _mapping(value, where: str, problems: list[str]) -> dict:
 
 def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]:
     """The deployments named in the calibration config's `deployments` map (trace -> deployment)
-    and `candidates` map (trace -> list of deployments); also checks `fit_metrics` and
+    and `candidates` map (trace -> list of deployments); also checks `traces`, `fit_metrics` and
     `fit_metrics_by_trace` (pipelines/defs/calibration/assets.py, CalibrationConfig, which runs
     the same checks when it is materialized without the preflight)."""
     where = f"ops.{CALIBRATION_OP}.config"
@@ -59,6 +59,10 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
             problems.append(f"run config {where}: trace {trace!r} has both a deployment and "
                             f"candidates; expected one or the other")
         chosen += [(f"{CALIBRATION_OP}.candidates[{trace!r}]", name) for name in names]
+    traces = cfg.get("traces")
+    if traces is not None and (not isinstance(traces, list)
+                               or not all(isinstance(t, str) for t in traces)):
+        problems.append(f"run config {where}.traces: {traces!r}, expected a list of trace names")
     if "fit_metrics" in cfg:
         _check_fit_metrics(cfg["fit_metrics"], f"{where}.fit_metrics", problems)
     by_trace = _mapping(cfg.get("fit_metrics_by_trace"), f"{where}.fit_metrics_by_trace", problems)

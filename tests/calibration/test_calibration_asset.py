@@ -91,6 +91,49 @@ def test_each_trace_can_be_fitted_on_its_own_metrics(tmp_path):
         "burstgpt-scale100": ["ttft"], "burstgpt-scale1000": ["ttft", "e2e"]}
 
 
+def test_a_run_replaces_only_the_rows_of_the_traces_it_calibrates(tmp_path):
+    """Calibrating one trace today kept none of the others' fits of yesterday: every run
+    calibrated every observed trace (a trace the config no longer named, on the default
+    deployment) and replaced both tables whole. `traces` picks the traces to calibrate; only
+    their rows are replaced, and a rerun leaves the same rows, not twice as many."""
+    requests = _requests(True).filter(pl.col("arrival_s") < pl.col("arrival_s").min().over("trace") + 30)
+    both = {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"]}
+    _, warehouse = _materialize(tmp_path, requests, both)
+
+    def rows() -> dict:
+        with duckdb.connect(str(warehouse), read_only=True) as conn:
+            return {(table, trace): conn.sql(f"FROM {table} WHERE trace = '{trace}' ORDER BY ALL").pl()
+                    for table in ("calibration", "calibration_errors")
+                    for trace in ("burstgpt-scale100", "burstgpt-scale1000")}
+
+    yesterday = rows()
+    one = {"traces": ["burstgpt-scale100"], "deployment": DEPLOYMENT, "fit_metrics": ["ttft", "e2e"]}
+    result, _ = _materialize(tmp_path, requests, one)
+    today = rows()
+    for table in ("calibration", "calibration_errors"):
+        assert today[table, "burstgpt-scale1000"].equals(yesterday[table, "burstgpt-scale1000"])
+        assert not today[table, "burstgpt-scale100"].equals(yesterday[table, "burstgpt-scale100"])
+    assert today["calibration", "burstgpt-scale100"].height == 4
+    by_key = {m.asset_key.to_user_string(): m.metadata
+              for m in result.asset_materializations_for_node("calibrated")}
+    assert by_key["calibration"]["fit_metrics"].value == {"burstgpt-scale100": ["ttft", "e2e"]}
+    assert by_key["calibration"]["traces_from_earlier_runs"].value == ["burstgpt-scale1000"]
+    _materialize(tmp_path, requests, one)
+    again = rows()
+    assert all(again[key].equals(today[key]) for key in today)
+
+
+def test_a_calibration_table_of_other_columns_is_recreated(tmp_path):
+    """A warehouse whose calibration table an older release wrote, not yet opened by the ingest."""
+    warehouse = tmp_path / "w.duckdb"
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("CREATE TABLE calibration (trace VARCHAR, parameter VARCHAR, value DOUBLE)")
+    result, _ = _materialize(tmp_path, _requests(False), {})
+    assert result.success
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert "implausible" in conn.sql("FROM calibration").pl().columns
+
+
 def test_a_request_the_deployment_cannot_serve_is_set_aside_not_the_whole_trace(tmp_path):
     """One absurd row (a prompt of 900,000 tokens) in an observed log: the replay sets it aside
     and replays the rest; calibration skipped the whole trace for it. It is now left out of the

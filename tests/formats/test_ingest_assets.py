@@ -275,7 +275,7 @@ def _calibrated(conn, traces: list[str]) -> None:
         conn.execute(f"INSERT INTO {table} BY NAME SELECT unnest($1) AS trace", [traces])
 
 
-@pytest.mark.parametrize("failing_step", ["ingest_delete_file", "ingest_delete_calibration_errors"])
+@pytest.mark.parametrize("failing_step", ["ingest_delete_file", "calibration_errors_delete_trace"])
 def test_forget_file_rolls_back_when_a_delete_fails(tmp_path, monkeypatch, failing_step):
     """A failing delete leaves the ingest and calibration tables as they were and no transaction
     open."""

@@ -235,6 +235,8 @@ def test_a_null_deployment_names_none(tmp_path, monkeypatch, capsys, op):
      " expected a list of some of ['ttft', 'e2e']"),
     ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: {burstgpt: []}\n",
      "run config ops.calibrated.config.fit_metrics_by_trace['burstgpt']: [], expected a list"),
+    ("ops:\n  calibrated:\n    config:\n      traces: burstgpt\n",
+     "run config ops.calibrated.config.traces: 'burstgpt', expected a list of trace names"),
     ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: [ttft]\n",
      "run config ops.calibrated.config.fit_metrics_by_trace: ['ttft'] is a list, expected a mapping"),
     ("ops:\n  replayd_fleet:\n    config:\n      deployment: seed-example\n",

@@ -17,7 +17,8 @@ from pipelines.roofline.calibration import (
     calibrate_candidates,
     format_table,
 )
-from pipelines.warehouse import read_table, run_sql, write_table
+from pipelines.ingest_store import replace_calibrated_traces
+from pipelines.warehouse import read_table, run_sql
 
 # The two tables' columns, typed as sql/calibration_table.sql and sql/calibration_errors_table.sql
 # declare them (the ingest creates them empty, before calibration first runs).
@@ -32,6 +33,9 @@ ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,
 
 
 class CalibrationConfig(dg.Config):
+    # the traces this run calibrates; empty: every trace with observed latencies. Only their
+    # rows of the calibration tables are replaced: the other traces' fits stay
+    traces: list[str] = []
     # the deployment of traces not named below; none: the FLEETSPEND_DEPLOYMENT setting
     deployment: str | None = None
     # trace -> the deployment (deployments.csv) that served it; others use `deployment`
@@ -62,10 +66,12 @@ class CalibrationConfig(dg.Config):
     ],
 )
 def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duckdb: DuckDBResource):
-    """Every trace with observed TTFT or end-to-end latency on some request is replayed whole on
-    the deployment that served it and that deployment's factors are fitted (robust least squares,
-    pipelines/roofline/calibration.py); traces without observations are left out (and named in
-    the metadata, `unobserved_traces`). Requests no offered deployment can serve are left out,
+    """Every trace with observed TTFT or end-to-end latency on some request (or those the config's
+    `traces` names) is replayed whole on the deployment that served it and that deployment's
+    factors are fitted (robust least squares, pipelines/roofline/calibration.py); traces without
+    observations are left out (and named in the metadata, `unobserved_traces`). The rows of the
+    traces calibrated replace theirs in the tables; other traces' rows, a skipped trace's too,
+    stay as earlier runs left them (`traces_from_earlier_runs`). Requests no offered deployment can serve are left out,
     as the replay sets them aside (`set_aside_requests`). A trace that cannot be calibrated
     (too few observations) is skipped, logged and listed with its reason in the metadata; only
     a configuration error
@@ -89,13 +95,16 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     # named in the metadata: a log whose latencies were not read (a generic CSV without an
     # observed_ttft_s column mapping) was otherwise left out without a word
     unobserved = sorted(set(ingested) - set(observed))
-    named = set(config.deployments) | set(config.candidates) | set(config.fit_metrics_by_trace)
+    named = (set(config.traces) | set(config.deployments) | set(config.candidates)
+             | set(config.fit_metrics_by_trace))
     unknown = sorted(named - set(observed))
     if unknown:  # a typo would silently calibrate that trace on the default deployment or metrics
-        raise dg.Failure(f"calibration config: deployments / candidates / fit_metrics_by_trace"
-                         f" name trace(s) {unknown}"
+        raise dg.Failure(f"calibration config: traces / deployments / candidates /"
+                         f" fit_metrics_by_trace name trace(s) {unknown}"
                          f" with no observed latencies in the warehouse; traces with observed"
                          f" latencies: {', '.join(observed) or 'none'}")
+    if config.traces:
+        traces = {trace: traces[trace] for trace in config.traces}
     default, default_source = settings.deployment_choice(config.deployment, "calibration config")
     deployments = {}
     for trace in traces:
@@ -148,12 +157,16 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         for warning in result.warnings:
             context.log.warning(f"{trace}: {warning}")
     with duckdb.get_connection() as conn:
-        write_table(conn, "calibration", pl.concat(parameters) if parameters
-                    else pl.DataFrame(schema=PARAMETER_SCHEMA))
-        write_table(conn, "calibration_errors", pl.concat(errors).cast(ERROR_SCHEMA) if errors
-                    else pl.DataFrame(schema=ERROR_SCHEMA))
+        replace_calibrated_traces(conn, {
+            "calibration": pl.concat(parameters) if parameters else pl.DataFrame(schema=PARAMETER_SCHEMA),
+            "calibration_errors": pl.concat(errors).cast(ERROR_SCHEMA) if errors
+            else pl.DataFrame(schema=ERROR_SCHEMA)}, list(summary))
+        # fits of earlier runs the table holds beside this run's: their traces were not
+        # calibrated now (left out of `traces`, or skipped)
+        earlier = sorted(set(read_table(conn, "calibration")["trace"]) - set(summary))
         yield dg.MaterializeResult(asset_key="calibration", metadata={
             **table_metadata(conn, "calibration"), **_fit_metadata(summary, skipped),
+            "traces_from_earlier_runs": dg.MetadataValue.json(earlier),
             **{f"{trace} candidates": dg.MetadataValue.md(_candidates_table(choice))
                for trace, choice in choices.items()},
             "skipped_traces": dg.MetadataValue.json(skipped),
