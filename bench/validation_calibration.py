@@ -103,6 +103,8 @@ def main(argv: list[str]) -> None:
                             *[pl.col(c).round(3) for c in ("error_before", "error_after",
                                                            "shape_error_before", "shape_error_after",
                                                            "error_baseline")]))
+        for outlier in result.outliers:
+            print(f"  outliers: {outlier}")
     aibrix_candidates(catalog, aibrix, buckets)
     llmperf(catalog, buckets)
 
@@ -132,7 +134,7 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
     files = sorted(SHARED_LLMPERF.glob("*.json")) if SHARED_LLMPERF.exists() else [
         FIXTURES / "public" / "fireworks_7b.json", FIXTURES / "public" / "anyscale_70b.json"]
     print(f"\n== LLMPerf leaderboard logs ({len(files)} files; {LLMPERF_CLIENTS} clients each)")
-    rows = []
+    rows, outliers = [], []
     for path in files:
         requests = read_trace(path, concurrency=LLMPERF_CLIENTS).requests
         model, candidates = CANDIDATES[path.stem.rsplit("_", 1)[1]]
@@ -140,6 +142,7 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
         choice = calibrate_candidates([catalog.build(model=model, gpu=gpu, tp=tp, weights=dtype)
                                        for gpu, tp, dtype in candidates], requests, buckets)
         best, plausible = choice.kept, int(choice.candidates["plausible"].sum())
+        outliers += [f"  {path.stem}: {o}" for o in best.outliers]
         held = best.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == "held_out"))
         metric = {r["metric"]: r for r in held.iter_rows(named=True)}
         rows.append({
@@ -164,6 +167,8 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
             *[(pl.col(f"{m} after") <= 0.10).sum().alias(f"{m} after <= 10%") for m in ("ttft", "e2e")],
             client_one_way_s_min=pl.col("client_one_way_s").min(),
             client_one_way_s_max=pl.col("client_one_way_s").max()))
+    print("observations more than 10× off the kept fit (Calibration.outliers):",
+          *outliers or ["none"], sep="\n")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ efficiency ends at its bound (100% of peak, or 1%) or an overhead at 1 s. Either
 deployment is not the one that served the log (GPU, tensor-parallel degree, dtype or model),
 whatever the errors say.
 
+Outliers: a fitted metric's observations (both halves) more than 10 x off the fitted prediction
+either way are counted per metric, with the worst (`Calibration.outliers`): a fit can be
+plausible and its medians good while a few rows are absurd (a TTFT of 5,000 s among 0.2 s
+ones), which the robust loss discounts without a word.
+
 Candidates: a log from a hosted API names its model but not the hardware behind it.
 `calibrate_candidates` calibrates the log on each candidate deployment, rules out the
 implausible ones and keeps the plausible one whose *catalog* factors explain the fit half best
@@ -96,6 +101,12 @@ CLIENT_ONLY = ("net_one_way_s",)
 # A fitted value within this ratio of a bound counts as at the bound: the finite differences
 # step 5% (DIFF_STEP in log space), so the fit cannot settle closer to a bound than that.
 AT_BOUND = 1.05
+# An observation of a fitted metric more than OUTLIER_RATIO times slower or faster than the
+# fitted model predicts (|residual| beyond ln 10, 11 F_SCALEs) is counted (Calibration.outliers):
+# the robust loss discounts it without a word. Server jitter stays well inside (the shared logs'
+# worst are in docs/physics.md §6); a unit slip, a clock jump, a cold start, a stalled request
+# or a measurement that is not what it is read as do not.
+OUTLIER_RATIO = 10.0
 
 
 class CalibrationError(ValueError):
@@ -111,6 +122,9 @@ class Calibration:
     cost_after: float
     fit_metrics: tuple[str, ...]  # the metrics the fit used
     warnings: tuple[str, ...]  # why the deployment may not be the one that served the log
+    # per fitted metric with any, the observations (both halves) beyond OUTLIER_RATIO of the
+    # fitted prediction: how many, and the worst one
+    outliers: tuple[str, ...]
     # fit-half errors: the mean over the fitted metrics of the fit half's median per-request
     # error, after the full fit and with the catalog's factors (only the client latency fitted,
     # for request logs; as they are, for step times)
@@ -460,9 +474,34 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
         cost_before=_cost(before, observed), cost_after=_cost(after, observed),
         fit_metrics=tuple(fit_metrics),
         warnings=_plausibility(d, after_deployment, metrics, observed[fit_mask], ideal[fit_mask]),
+        outliers=_outliers(obs, after, fit_metrics),
         fit_error=_mean_median_error(after[fit_mask], observed[fit_mask], metrics),
         catalog_error=_mean_median_error(client_only[fit_mask], observed[fit_mask], metrics),
     )
+
+
+def _outliers(obs: pl.DataFrame, predicted: np.ndarray, fit_metrics: tuple[str, ...]) -> tuple[str, ...]:
+    """One sentence per fitted metric with observations beyond OUTLIER_RATIO of the fitted
+    prediction, either way (module constant): a metric left out of the fit is not judged (the
+    BurstGPT log's e2e, on estimated output tokens, is off by up to 500 x)."""
+    frame = obs.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).filter(
+        pl.col("metric").is_in(list(fit_metrics))).with_columns(
+        off=(pl.col("predicted") / pl.col("observed")).log().abs())
+    sentences = []
+    for metric in fit_metrics:
+        rows = frame.filter(pl.col("metric") == metric)
+        beyond = rows.filter(pl.col("off") > math.log(OUTLIER_RATIO))
+        if beyond.height == 0:
+            continue
+        worst = beyond.sort("off", descending=True).row(0, named=True)
+        which = f"request {worst['request_id']}" if "request_id" in worst else worst["shape"]
+        in_fit = beyond.filter(pl.col("split") == FIT).height
+        sentences.append(
+            f"{beyond.height} of {rows.height} observed {metric} are more than {OUTLIER_RATIO:g}×"
+            f" off the fitted prediction ({in_fit} in the fit half, which the robust loss discounts"
+            f" without a word); the worst, {which}: observed {worst['observed']:.4g} s, predicted"
+            f" {worst['predicted']:.4g} s: check it in the log")
+    return tuple(sentences)
 
 
 def _mean_median_error(predicted: np.ndarray, observed: np.ndarray, metrics: np.ndarray) -> float:

@@ -404,6 +404,26 @@ def test_aibrix_log_calibrates_below_its_own_spread(catalog):
         assert 0.8 < after / before < 1.25, (factor, before, after)
 
 
+def test_absurd_observations_are_counted_not_absorbed_in_silence(catalog):
+    """Two requests of the AIBrix log given 5,000 s (its median TTFT is 0.13 s, its e2e 12.6 s;
+    the ingest takes up to a day): the robust loss absorbed them, the fit stayed plausible and
+    nothing said so. Each fitted metric now counts its observations more than 10 x off the
+    fitted prediction and names the worst; a metric left out of the fit is not judged."""
+    d = catalog.deployment("aibrix-deepseek-coder-a10")
+    clean = aibrix()
+    assert calibrate_requests(d, clean, BUCKETS).outliers == ()
+    first = clean.sort("arrival_s")["request_id"][:4].to_list()
+    absurd = pl.col("request_id").is_in([first[0], first[3]])   # one in each half
+    log = clean.with_columns(observed_ttft_s=pl.when(absurd).then(5000.0).otherwise("observed_ttft_s"),
+                             observed_e2e_s=pl.when(absurd).then(5000.0).otherwise("observed_e2e_s"))
+    result = calibrate_requests(d, log, BUCKETS, fit_metrics=("ttft",))
+    assert result.warnings == ()
+    (ttft,) = result.outliers
+    assert ttft.startswith("2 of 52 observed ttft are more than 10× off the fitted prediction"
+                           " (1 in the fit half")
+    assert "the worst, request aibrix_output:" in ttft and "observed 5000 s" in ttft
+
+
 def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     """After a full fit every GPU but the L4 explains the AIBrix log (the L40S at 30% of its peak
     compute with 9.5 ms per step fits the fit half better than the A10), so the choice compares

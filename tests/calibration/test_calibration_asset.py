@@ -123,6 +123,21 @@ def test_a_run_replaces_only_the_rows_of_the_traces_it_calibrates(tmp_path):
     assert all(again[key].equals(today[key]) for key in today)
 
 
+def test_absurd_observations_are_named_in_the_metadata(tmp_path):
+    """A TTFT of 5,000 s among ones of tenths of a second: the fit absorbed it without a word."""
+    requests = _requests(True).filter((pl.col("trace") == "burstgpt-scale1000") & (pl.col("arrival_s") < 30))
+    absurd = requests.sort("arrival_s")["request_id"][0]
+    requests = requests.with_columns(observed_ttft_s=pl.when(pl.col("request_id") == absurd)
+                                     .then(5000.0).otherwise("observed_ttft_s"))
+    result, _ = _materialize(tmp_path, requests, {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"]})
+    by_key = {m.asset_key.to_user_string(): m.metadata
+              for m in result.asset_materializations_for_node("calibrated")}
+    outliers = by_key["calibration"]["outlying_observations"].value
+    assert outliers.startswith("- burstgpt-scale1000: 1 of 113 observed ttft are more than 10×")
+    assert f"request {absurd}: observed 5000 s" in outliers
+    assert by_key["calibration"]["implausible_fits"].value == "none"
+
+
 def test_a_calibration_table_of_other_columns_is_recreated(tmp_path):
     """A warehouse whose calibration table an older release wrote, not yet opened by the ingest."""
     warehouse = tmp_path / "w.duckdb"

@@ -154,7 +154,7 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         summary[trace] = result
         context.log.info(f"{trace}: calibrated {name} on {frame.height} requests, fitted on"
                          f" {', '.join(metrics)}")
-        for warning in result.warnings:
+        for warning in (*result.warnings, *result.outliers):
             context.log.warning(f"{trace}: {warning}")
     with duckdb.get_connection() as conn:
         replace_calibrated_traces(conn, {
@@ -195,18 +195,23 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
     if not summary:
         why = "every observed trace was skipped" if skipped else "no request carries observed latencies"
         return {"calibrated_traces": dg.MetadataValue.text(f"none: {why}"),
-                "implausible_fits": dg.MetadataValue.md("none")}
+                "implausible_fits": dg.MetadataValue.md("none"),
+                "outlying_observations": dg.MetadataValue.md("none")}
     # the deployment each trace was fitted on: the config's, the default's or the kept candidate
     lines = ["| trace | deployment | parameter | before | after |", "|---|---|---|---:|---:|"]
     for trace, result in summary.items():
         for p, (before, after) in result.parameters().items():
             lines.append(f"| {trace} | {result.before.name} | {p} | {before:.4g} | {after:.4g} |")
     warnings = [f"- {trace}: {w}" for trace, result in summary.items() for w in result.warnings]
+    outliers = [f"- {trace}: {o}" for trace, result in summary.items() for o in result.outliers]
     return {"calibrated_traces": dg.MetadataValue.int(len(summary)),
             "parameters": dg.MetadataValue.md("\n".join(lines)),
             # what each trace was fitted on (fit_metrics, or its own fit_metrics_by_trace)
             "fit_metrics": dg.MetadataValue.json({t: list(r.fit_metrics) for t, r in summary.items()}),
-            "implausible_fits": dg.MetadataValue.md("\n".join(warnings) or "none")}
+            "implausible_fits": dg.MetadataValue.md("\n".join(warnings) or "none"),
+            # observations the model misses by more than 10 x (Calibration.outliers): bad rows
+            # the robust fit absorbed, which a plausible fit does not rule out
+            "outlying_observations": dg.MetadataValue.md("\n".join(outliers) or "none")}
 
 
 def _candidates_table(choice) -> str:
