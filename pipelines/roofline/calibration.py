@@ -452,9 +452,12 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
     observed = obs["observed"].to_numpy()
     fit_mask = ((obs["split"] == FIT) & obs["metric"].is_in(list(fit_metrics))).to_numpy()
     if fit_mask.sum() < len(PARAMETERS):
+        # what the log does observe: fitting a metric it lacks (fit_metrics_by_trace) read as a
+        # log too short to calibrate
+        seen = ", ".join(f"{m} {n}" for m, n in obs.group_by("metric", maintain_order=True).len().iter_rows())
         raise CalibrationError(
-            f"{int(fit_mask.sum())} observations in the fit half: need at least {len(PARAMETERS)}"
-        )
+            f"{int(fit_mask.sum())} observations of {' / '.join(fit_metrics)} in the fit half: need"
+            f" at least {len(PARAMETERS)} (observations in the log, both halves: {seen})")
     before = predict(d)
     fits = [_fit(d, predict, observed, fit_mask)]
     client_only = before

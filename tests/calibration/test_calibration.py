@@ -404,6 +404,15 @@ def test_aibrix_log_calibrates_below_its_own_spread(catalog):
         assert 0.8 < after / before < 1.25, (factor, before, after)
 
 
+def test_a_fit_metric_the_log_does_not_observe_is_named(catalog):
+    """Fitted on TTFT, a log that observed only end-to-end latencies was refused with '0
+    observations in the fit half', as if it were too short: it names what the log observes."""
+    log = aibrix().with_columns(observed_ttft_s=None)
+    with pytest.raises(CalibrationError, match=r"^0 observations of ttft in the fit half: need at"
+                                               r" least 4 \(observations in the log, both halves: e2e 52\)"):
+        calibrate_requests(catalog.deployment("aibrix-deepseek-coder-a10"), log, BUCKETS, ("ttft",))
+
+
 def test_absurd_observations_are_counted_not_absorbed_in_silence(catalog):
     """Two requests of the AIBrix log given 5,000 s (its median TTFT is 0.13 s, its e2e 12.6 s;
     the ingest takes up to a day): the robust loss absorbed them, the fit stayed plausible and

@@ -321,7 +321,7 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
     by_key = {m.asset_key.to_user_string(): m.metadata
               for m in result.asset_materializations_for_node("calibrated")}
     skipped = by_key["calibration"]["skipped_traces"].value
-    assert list(skipped) == ["tiny"] and "observations in the fit half" in skipped["tiny"]
+    assert list(skipped) == ["tiny"] and "observations of ttft in the fit half" in skipped["tiny"]
     # the trace left out for want of observed latencies is named too
     assert by_key["calibration"]["unobserved_traces"].value == ["unobserved"]
 
