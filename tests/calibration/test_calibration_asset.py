@@ -326,6 +326,16 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
     assert by_key["calibration"]["unobserved_traces"].value == ["unobserved"]
 
 
+def test_an_empty_yaml_key_names_none(tmp_path):
+    """`deployments:` with its entries commented out is null in YAML: the preflight said
+    'configuration ok' and the step stopped with a pydantic traceback."""
+    requests = _requests(True).filter((pl.col("trace") == "burstgpt-scale1000") & (pl.col("arrival_s") < 30))
+    config = {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"], "traces": None, "deployments": None,
+              "candidates": None, "fit_metrics_by_trace": None}
+    result, _ = _materialize(tmp_path, requests, config)
+    assert result.success
+
+
 def test_unknown_router_fails_with_its_name(tmp_path):
     with pytest.raises(dg.Failure, match="ops.calibrated.config.router: 'fastest', expected one of"):
         _materialize(tmp_path, _requests(True), {"router": "fastest"})

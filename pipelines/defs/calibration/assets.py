@@ -3,6 +3,7 @@
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
+from pydantic import ValidationInfo, field_validator
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
@@ -53,6 +54,15 @@ class CalibrationConfig(dg.Config):
     # its own (calibration runs on demand, apart from the replay), so a run that changed the
     # replay's router sets this one too
     router: str = "least_outstanding"
+
+    @field_validator("traces", "deployments", "candidates", "fit_metrics_by_trace", mode="before")
+    @classmethod
+    def _null_is_none(cls, value, info: ValidationInfo):
+        """An empty YAML key (`deployments:` with every entry commented out) is null, which the
+        preflight takes as none named: so does the step, instead of a pydantic traceback."""
+        if value is None:
+            return cls.model_fields[info.field_name].get_default(call_default_factory=True)
+        return value
 
 
 @dg.multi_asset(
