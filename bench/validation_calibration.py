@@ -105,6 +105,8 @@ def main(argv: list[str]) -> None:
                                                            "error_baseline")]))
         for outlier in result.outliers:
             print(f"  outliers: {outlier}")
+        for left_out in result.left_out:
+            print(f"  {left_out}")
     aibrix_candidates(catalog, aibrix, buckets)
     llmperf(catalog, buckets)
 

@@ -130,6 +130,9 @@ class Calibration:
     # for request logs; as they are, for step times)
     fit_error: float
     catalog_error: float
+    # observations left out of the fit and the errors, one sentence per group: step measurements
+    # faster than the deployment can be at 100% of peak (calibrate_steps)
+    left_out: tuple[str, ...] = ()
 
     def at_bound(self) -> list[str]:
         """The fitted parameters that ended at a bound that means implausible (module docstring)."""
@@ -432,8 +435,35 @@ def calibrate_steps(d: Deployment, steps: pl.DataFrame, buckets: pl.DataFrame) -
     one-way latency does not enter step times and keeps its value."""
     _check_deployment("d", d)
     obs = _step_observations(steps, buckets)
-    return _calibrate(d, obs, lambda candidate: predict_steps(candidate, obs),
-                      ("prefill", "decode"), client_path=False)
+    obs, impossible = _impossible_steps(d, obs)
+    result = _calibrate(d, obs, lambda candidate: predict_steps(candidate, obs),
+                        ("prefill", "decode"), client_path=False)
+    return replace(result, left_out=impossible)
+
+
+def _impossible_steps(d: Deployment, obs: pl.DataFrame) -> tuple[pl.DataFrame, tuple[str, ...]]:
+    """(the step measurements `d` can reach, one sentence per shape of those it cannot). A step
+    measured faster than `d` with every factor at its ideal (100% of peak compute and bandwidth,
+    overheads at their floor) is not a step of `d`: no setting of the factors reaches it, so
+    fitting it would only pull the others, and the error tables would judge the model by it.
+    Such rows are left out, named with their shape, measured and ideal time. SplitwiseSim's
+    perf_model.csv has them: its batch-64 prefills of 512 tokens take 0.79 s on 2 x A100 (batch
+    32: 6.6 s), 32,768 prompt tokens of a 70B model at 9 x the GPUs' peak FLOP/s. Only a
+    minority of a metric's measurements is left out: where half or more are out of reach, the
+    deployment is the wrong one, which the plausibility check (on the median) says instead."""
+    ideal = pl.Series("ideal_s", predict_steps(_ideal(d), obs), dtype=pl.Float64)
+    faster = pl.col("observed") < pl.col("ideal_s")
+    marked = obs.with_columns(ideal_s=ideal).with_columns(
+        impossible=faster & (faster.mean().over("metric") < 0.5))
+    sentences = tuple(
+        f"{count} of {obs.filter(pl.col('shape') == shape).height} measurements of {shape}"
+        f" ({batch} x {prompt} prompt tokens) left out of the fit and the errors: measured"
+        f" {measured:.4g} s, faster than"
+        f" {d.name} can be ({fastest:.4g} s at 100% of peak compute and bandwidth, no overheads)"
+        for shape, batch, prompt, count, measured, fastest in marked.filter("impossible")
+        .group_by("shape", "batch", "prompt_tokens", maintain_order=True)
+        .agg(pl.len(), pl.col("observed").median(), pl.col("ideal_s").median()).iter_rows())
+    return marked.filter(~pl.col("impossible")).drop("ideal_s", "impossible"), sentences
 
 
 def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str, ...], *,
