@@ -3,9 +3,9 @@
     read_trace(path, format="csv" | "parquet" | "jsonl",
                columns={"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out",
                         # optional: "cached_tokens", "model", "tenant",
-                        #           "observed_ttft_s", "observed_e2e_s" (seconds)
+                        #           "observed_ttft_s", "observed_e2e_s"
                         },
-               time_unit="s")
+               time_unit="s", latency_unit="s")
 
 time_unit is the arrival column's unit, never guessed: "s", "ms", "us", "ns" for a relative
 clock (give start_time= for wall-clock arrivals), "unix_s" / "unix_ms" for Unix epoch numbers,
@@ -13,7 +13,9 @@ or "datetime" for ISO 8601 text (YYYY-MM-DD, optionally a time hh:mm[:ss[.fracti
 a space, optionally "Z" or an offset ±hh:mm / ±hhmm: converted to UTC; no zone = UTC), parsed
 with one explicit pattern, never inferred from the first row: other text is a rejected row. A
 Parquet datetime column is used as it is (a zone-aware one converted to UTC, a naive one = UTC).
-JSONL mappings may use dotted paths ("usage.prompt_tokens"); one column may feed two targets
+latency_unit is the unit of the observed_ttft_s / observed_e2e_s columns: "s" (the default), "ms",
+"us" or "ns"; a log that records TTFT in milliseconds read as seconds would calibrate as a
+server a thousand times slower, every factor at its bound. JSONL mappings may use dotted paths ("usage.prompt_tokens"); one column may feed two targets
 (observed_ttft_s and observed_e2e_s both "latency" when the log only has one). CSV lines are
 split on commas without quoting (csvlog.py); a Parquet row's `line` is its 1-based row number
 and its `raw` text the row as JSON.
@@ -88,20 +90,24 @@ def _arrival(time_unit: str) -> pl.Expr:
     return value.cast(pl.Float64, strict=False) / per_second(time_unit)
 
 
-def _typed(frame: pl.DataFrame, columns: dict, time_unit: str) -> pl.DataFrame:
+def _typed(frame: pl.DataFrame, columns: dict, time_unit: str, latency_unit: str) -> pl.DataFrame:
     counts = ("prompt_tokens", "output_tokens", "cached_tokens")
     latencies = ("observed_ttft_s", "observed_e2e_s")
     parsed = "arrival" in frame.collect_schema().names()   # a Parquet datetime column, used as it is
     return frame.with_columns(
         **({} if parsed else {"arrival": _arrival(time_unit)}),
         **{name: whole_count(pl.col(TEXT[name])) for name in counts if name in columns},
-        **{name: pl.col(TEXT[name]).cast(pl.Float64, strict=False) for name in latencies if name in columns},
+        **{name: pl.col(TEXT[name]).cast(pl.Float64, strict=False) / per_second(latency_unit)
+           for name in latencies if name in columns},
     )
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str, columns=None,
-         time_unit=None, start_time=None) -> IngestResult:
+         time_unit=None, start_time=None, latency_unit="s") -> IngestResult:
     columns = check_mapping(columns, time_unit, fmt)
+    if latency_unit not in PER_SECOND:
+        raise ValueError(f"latency_unit={latency_unit!r}: expected one of {list(PER_SECOND)}, the"
+                         f" unit of the observed_ttft_s / observed_e2e_s columns")
     expected = f"a {fmt} file with the mapped columns {sorted(set(columns.values()))}"
     if fmt == "csv":
         header, rows = header_and_rows(plain, shown, expected)
@@ -139,5 +145,5 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
                     ttft=columns.get("observed_ttft_s", "observed_ttft_s"),
                     e2e=columns.get("observed_e2e_s", "observed_e2e_s"),
                     clock=CLOCKS.get(time_unit, f"a number of {time_unit}"))
-    return finish(_typed(frame, columns, time_unit), path=shown, fmt=fmt, sha256=sha256, labels=labels,
+    return finish(_typed(frame, columns, time_unit, latency_unit), path=shown, fmt=fmt, sha256=sha256, labels=labels,
                   policies=policies, start_time=start_time)

@@ -346,6 +346,27 @@ def test_generic_mapping_may_map_one_column_to_two_targets(tmp_path, fmt):
         (5, 5, 1.0, 1.0), (6, 6, 2.0, 2.0)]
 
 
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_generic_latencies_in_milliseconds_are_read_as_seconds(tmp_path, fmt):
+    """A log that records its latencies in milliseconds (ttft_ms: 130) had no way to say so:
+    read as 130 s, the calibration found a server a thousand times slower, every factor at its
+    bound. latency_unit= names the unit, as time_unit= does the arrival's."""
+    frame = pl.DataFrame({"ts": [0, 1], "n": [5, 6], "ttft_ms": [130.0, 95.5], "e2e_ms": [2500.0, 3000.0]})
+    path = tmp_path / f"log.{fmt}"
+    {"csv": frame.write_csv, "jsonl": frame.write_ndjson, "parquet": frame.write_parquet}[fmt](path)
+    columns = {"arrival": "ts", "prompt_tokens": "n", "output_tokens": "n",
+               "observed_ttft_s": "ttft_ms", "observed_e2e_s": "e2e_ms"}
+    result = read_trace(path, format=fmt, time_unit="s", latency_unit="ms", columns=columns)
+    assert result.requests.select("observed_ttft_s", "observed_e2e_s").rows() == [
+        (0.13, 2.5), (0.0955, 3.0)]
+    assert read_trace(path, format=fmt, time_unit="s", columns=columns).requests[
+        "observed_ttft_s"].to_list() == [130.0, 95.5]   # seconds, the default
+    with pytest.raises(ValueError, match=r"latency_unit='min': expected one of \['s', 'ms', 'us',"
+                                         r" 'ns'\], the unit of the observed_ttft_s"):
+        read_trace(path, format=fmt, time_unit="s", latency_unit="min", columns=columns)
+
+
 MOONCAKE_LINE = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n'
 
 
