@@ -66,9 +66,10 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   cache can hold its whole prompt + output (no eviction, as TensorRT-LLM's default
   GUARANTEED_NO_EVICT policy and a vLLM that never preempts), so B = min(max_seqs,
   kv_capacity // (prompt + output)) requests run together. In steady state each of them costs one
-  prefill (its prompt tokens packed into steps of max_batched_tokens tokens) and `output` decode
-  steps over the batch; output tokens/s = B * output / (prefill time of B prompts + sum over the
-  output of decode_step_s(B, B * context)).
+  prefill (its prompt tokens packed into steps of max_batched_tokens tokens), whose last step
+  emits its first token, and output - 1 decode steps over the batch, for tokens 2..output (as
+  prefill_s and the replay count them); output tokens/s = B * output / (prefill time of B
+  prompts + sum over those decode steps of decode_step_s(B, B * context)).
 """
 
 from __future__ import annotations
@@ -429,11 +430,14 @@ class Deployment:
         pairs_per_step = batch * step.chunk_attn_pairs(0.0, float(prompt_tokens)) / steps
         compute_s, memory_s, fixed_s = step.step_cost(coef, per_step, pairs_per_step, 0.0, per_step)
         seconds = steps * (max(compute_s, memory_s) + fixed_s)
-        # decode: `output` steps over the whole batch, context growing from prompt to prompt+output
-        samples = min(output_tokens, 16)
+        # decode: the prefill emitted each request's first token; output - 1 steps over the whole
+        # batch make the rest, step j (1..output - 1) over a context of prompt + j tokens,
+        # summed at the midpoints of up to 16 equal runs of steps
+        decode_steps = output_tokens - 1
+        samples = min(decode_steps, 16)
         for i in range(samples):
-            context = prompt_tokens + (i + 0.5) * output_tokens / samples
-            seconds += output_tokens / samples * self.decode_step_s(batch, int(batch * context))
+            context = prompt_tokens + 0.5 + (i + 0.5) * decode_steps / samples
+            seconds += decode_steps / samples * self.decode_step_s(batch, int(batch * context))
         return batch * output_tokens / seconds
 
     def as_row(self) -> dict:

@@ -188,6 +188,19 @@ def test_max_throughput_is_batched_and_bounded_by_kv(catalog):
     assert capped.max_concurrency(128, 128) == 8
 
 
+def test_max_throughput_decodes_output_minus_one_steps(catalog):
+    """The last prefill step emits each request's first token (prefill_s, the replay), so a
+    request of `output` tokens takes output - 1 decode steps, step j over prompt + j tokens:
+    with two output tokens a generation is the batch's prefill and one decode step."""
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", max_seqs=64,
+                      max_batched_tokens=64 * 128)
+    prefill = d.prefill_batch_s(64, 128)  # one step of 64 prompts of 128 tokens
+    decode = d.decode_step_s(64, 64 * 129)
+    assert d.max_throughput_tok_s(128, 2) == pytest.approx(64 * 2 / (prefill + decode))
+    # with a single output token there is no decode step at all
+    assert d.max_throughput_tok_s(128, 1) == pytest.approx(64 / prefill)
+
+
 def test_request_larger_than_the_kv_cache_is_refused(catalog):
     d = catalog.build(model="llama-3.1-8b", gpu="l4")
     with pytest.raises(ValueError, match="does not fit"):
