@@ -134,7 +134,7 @@ NUMBER_RANGES = {
     "models": {
         **dict.fromkeys(("layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
                          "experts", "experts_per_token", "q_lora_rank", "kv_lora_rank",
-                         "qk_rope_head_dim", "max_context"), COUNT),
+                         "qk_rope_head_dim", "max_context", "vocab_size"), COUNT),
         "total_params_b": POSITIVE, "active_params_b": POSITIVE,
     },
     "prices": {"usd_per_gpu_hour": POSITIVE},
@@ -151,7 +151,9 @@ NUMBER_RANGES = {
 # Number columns that may not exceed another of the same row: (column, its upper bound).
 AT_MOST = {"models": (("experts_per_token", "experts"), ("active_params_b", "total_params_b"))}
 # Columns that hold true / false.
-BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",), "prices": ("is_default",)}
+# (models' tied_embeddings is optional: false where absent or empty)
+BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",), "prices": ("is_default",),
+                   "models": ("tied_embeddings",)}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
@@ -320,6 +322,7 @@ class Catalog:
                         memory_gib=g["memory_gib"],
                         hbm_bandwidth_gbs=g["hbm_bandwidth_gbs"],
                         peak_tflops=g[PEAK_COLUMN[gemm_dtype]], gemm_dtype=gemm_dtype,
+                        bf16_peak_tflops=g["bf16_tflops"],
                         attention_peak_tflops=_attention_peak(g, kv_cache),
                         interconnect_gbs=g["interconnect_gbs"]),
             tp=tp, weight_dtype=weights, kv_dtype=kv_cache, replicas=replicas,
@@ -592,6 +595,22 @@ def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
                    > 1e-9 * dense["total_params_b"])
 
 
+def _check_vocabulary(models: pl.DataFrame, file: Path) -> None:
+    """The embedding table and the LM head (vocab_size x hidden_size each, one matrix where
+    tied) are inside the active parameter count; the transformer blocks are what is left
+    (deployment.vocab_params), which must be more than nothing."""
+    if "vocab_size" not in models.columns:
+        return
+    tied = (models["tied_embeddings"].fill_null(False) if "tied_embeddings" in models.columns
+            else pl.Series([False] * models.height))
+    vocab = models["vocab_size"] * models["hidden_size"] * pl.Series(
+        [1 if t else 2 for t in tied]) / 1e9
+    _reject_values(models, "vocab_size", file,
+                   "a vocabulary whose embedding table and LM head (vocab_size x hidden_size"
+                   " each, one matrix where tied_embeddings) are less than the row's"
+                   " active_params_b", vocab >= models["active_params_b"])
+
+
 def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
                    wrong: pl.Series) -> None:
     """Raise CatalogError naming the file, row key and value of the first non-empty value of
@@ -717,7 +736,10 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                            frame[column] > frame[bound])
         if table == "models":
             _check_expert_split(frame, file)
+            _check_vocabulary(frame, file)
         for column in BOOLEAN_COLUMNS.get(table, ()):
+            if column not in frame.columns:
+                continue  # an optional one (a required one is there: checked above)
             if frame[column].dtype != pl.Boolean:  # e.g. TRUE: read as text, meant as a switch
                 text = frame[column].cast(pl.String).str.to_lowercase()
                 _reject_values(frame, column, file, "true or false", ~text.is_in(["true", "false"]))

@@ -54,7 +54,7 @@ CAVEATS = (
         " B200) the modelled throughput of shapes whose outputs are at least as long as their"
         " prompts (hundreds to thousands of sequences per step) is a median 17% and up to 85%"
         " too high, while shorter outputs are a median 1% off and the latency rows at small"
-        " batches a median 5%. Per-GPU throughput falls faster with tp than the modelled"
+        " batches a median 6%. Per-GPU throughput falls faster with tp than the modelled"
         " all-reduce and GEMMs explain (both match measurements at these sizes: nccl-tests, and"
         " Vidur's per-shard GEMM profiles). GPU time"
         " and dollars of a busy high-tp fleet may be underestimated by that much"

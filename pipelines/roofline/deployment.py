@@ -17,7 +17,15 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   every GPU needs the whole latent; InferenceX's kernel profile of DeepSeek-R1 on 8 x H200
   (SemiAnalysisAI/InferenceX#1004) shows the 2112 x 7168 GEMM on every rank. Every other weight
   is split. The MoE router (hidden * experts per MoE layer, kept in bf16, 0.2 GB for
-  DeepSeek-V3) is replicated too and left out. For a mixture of experts the expert share is
+  DeepSeek-V3) is replicated too and left out. The vocabulary matrices, the input embedding
+  table and the LM head (vocab_size * hidden each; one matrix where the model ties them), are
+  not transformer-block weights: quantized checkpoints keep them 16-bit (NVIDIA's ModelOpt FP8
+  and NVFP4 checkpoints: "Only the weights and activations of the linear operators within
+  transformers blocks are quantized", model card of nvidia/Llama-3.1-405B-Instruct-FP8, and
+  ModelOpt's export writes "exclude_modules": ["lm_head"]; DeepSeek-V3 keeps "the embedding
+  module, the output head" in BF16, technical report section 3.3, its FP8 framework), so they
+  are held at VOCAB_BYTES whatever the weight dtype. Both are split by vocabulary rows over the
+  group (VocabParallelEmbedding / ParallelLMHead). For a mixture of experts the expert share is
   derived from the catalog's total and active counts: with E experts, k per token,
   per_expert = (total - active) / (E - k) and shared = total - E * per_expert.
 - KV cache per token: GQA/MHA: 2 (K and V) * layers * ceil(kv_heads / tp) * head_dim * bytes(kv
@@ -53,6 +61,13 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   device memory the driver reports (nvidia-smi / rocm-smi total, in GiB = 2^30 bytes); capacity
   uses memory_gib. The two differ by up to 7%: an "80 GB" H100 has 79.65 GiB, a "48 GB" L40S
   44.99 GiB, a "141 GB" H200 140.4 GiB.
+- weights read and GEMM FLOPs per step: the LM head is a GEMM over every token's hidden state
+  (read whole every step, 2 * vocab_size * hidden / tp FLOPs per token, at the bf16 peak: it is
+  a 16-bit GEMM); the input embedding is a row lookup, neither read whole nor multiplied (Kaplan
+  et al. 2020 count a forward pass as 2N FLOPs per token with N the non-embedding parameters),
+  so it only takes memory. (Engines compute logits only for the tokens they sample, the last
+  of a prompt and every decode; the step charges the LM head for every token: docs/physics.md
+  section 5, "The LM head only for sampled tokens".)
 - attention FLOPs per (query, key) pair: QK^T costs 2 * qk_dim and AV 2 * v_dim per head, so
   F_attn = 2 * layers * q_heads * (qk_dim + v_dim) / tp. GQA/MHA: qk_dim = v_dim = head_dim.
   MLA (DeepSeek-V3) as run in prefill (latent expanded per head): qk_dim = qk_nope_head_dim +
@@ -91,6 +106,8 @@ from pipelines.roofline.caveats import caveat_column
 # values), int8 one per output channel.
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 ACTIVATION_BYTES = 2.0  # activations and all-reduce payloads stay in bf16
+# The embedding table and the LM head stay 16-bit whatever the weight dtype (module docstring).
+VOCAB_BYTES = 2.0
 GIB = 2.0**30
 # How an engine's KV memory fraction is read (module docstring, KV capacity).
 KV_MEMORY_BASES = ("total", "free")
@@ -144,6 +161,11 @@ class ModelSpec:
     # None where the catalog does not say. Not physics: the replay asset sets aside requests
     # beyond it, as an engine refuses them (vLLM's max_model_len).
     max_context: int | None = None
+    # rows of the embedding table and the LM head; None where the catalog does not say (every
+    # parameter is then taken for a transformer-block weight)
+    vocab_size: int | None = None
+    # one matrix serves as both the embedding table and the LM head (Llama-3.2-1B)
+    tied_embeddings: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +176,7 @@ class GpuSpec:
     memory_gib: float  # reported by the driver, GiB
     hbm_bandwidth_gbs: float
     peak_tflops: float  # dense, for the dtype the weight GEMMs compute in (gemm_dtype)
+    bf16_peak_tflops: float  # dense bf16: the LM head's GEMM, 16-bit in every checkpoint
     attention_peak_tflops: float  # dense, for the attention dtype (fp8 with an fp8 or fp4 KV cache, else bf16)
     interconnect_gbs: float
     gemm_dtype: str  # the weights' dtype, or bf16 where they are served weight-only
@@ -237,14 +260,38 @@ class Deployment:
         latent = (m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim
         return float(m.layers * m.hidden_size * latent)
 
+    @property
+    def vocab_params(self) -> tuple[float, float]:
+        """(embedding table, LM head) parameters, both inside the total and active counts
+        (module docstring, weights); a tied model's one matrix is its LM head."""
+        m = self.model
+        if not m.vocab_size:
+            return 0.0, 0.0
+        matrix = float(m.vocab_size * m.hidden_size)
+        return (0.0 if m.tied_embeddings else matrix), matrix
+
     def _per_gpu_params(self, params: float) -> float:
-        """One GPU's share of `params` parameters that include all the replicated ones."""
+        """One GPU's share of `params` transformer-block parameters that include all the
+        replicated ones."""
         return (params - self.replicated_params) / self.tp + self.replicated_params
+
+    def _block_bytes(self, params: float) -> float:
+        """One GPU's bytes of `params` parameters that include both vocabulary matrices: the
+        transformer blocks at the weight dtype, the vocabulary at VOCAB_BYTES."""
+        vocab = sum(self.vocab_params)
+        return (self._per_gpu_params(params - vocab) * DTYPE_BYTES[self.weight_dtype]
+                + vocab / self.tp * VOCAB_BYTES)
 
     @property
     def weight_bytes_per_gpu(self) -> float:
-        params = self._per_gpu_params(self.model.total_params_b * 1e9)
-        return params * DTYPE_BYTES[self.weight_dtype]
+        """Bytes of weights one GPU holds (the embedding table included)."""
+        return self._block_bytes(self.model.total_params_b * 1e9)
+
+    @property
+    def embedding_bytes_per_gpu(self) -> float:
+        """Bytes of one GPU's share of the embedding table: held, but looked up row by row,
+        so no step reads it whole."""
+        return self.vocab_params[0] / self.tp * VOCAB_BYTES
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -256,7 +303,12 @@ class Deployment:
 
     @property
     def flops_per_token(self) -> float:
-        return 2.0 * self._per_gpu_params(self.model.active_params_b * 1e9)
+        """GEMM FLOPs per token per GPU, the LM head's counted at the weight GEMMs' peak (its
+        bf16 FLOPs scaled by that peak over bf16's), so that F_tok / P_eff is their time; the
+        embedding lookup does none."""
+        embedding, head = self.vocab_params
+        block = self._per_gpu_params(self.model.active_params_b * 1e9 - embedding - head)
+        return 2.0 * (block + head / self.tp * self.gpu.peak_tflops / self.gpu.bf16_peak_tflops)
 
     @property
     def attn_flops_per_pair(self) -> float:
@@ -329,7 +381,8 @@ class Deployment:
         wbytes = DTYPE_BYTES[self.weight_dtype]
         m, e = self.model, self.efficiency
         c = np.zeros(step.N_COEFFICIENTS)
-        c[step.SHARED_WEIGHT_BYTES] = self._per_gpu_params(shared) * wbytes
+        # read every step: the shared blocks and the LM head, not the embedding table
+        c[step.SHARED_WEIGHT_BYTES] = self._block_bytes(shared) - self.embedding_bytes_per_gpu
         c[step.EXPERT_WEIGHT_BYTES] = experts / self.tp * wbytes
         c[step.EXPERTS] = m.experts
         c[step.EXPERTS_PER_TOKEN] = m.experts_per_token

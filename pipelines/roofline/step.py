@@ -25,15 +25,18 @@ closest to a hard max (1.04 x at C/M = 0.5, 1.26 x at C = M, 1.2% at a factor of
 All quantities are *per GPU* of the tensor-parallel group (every GPU does 1/tp of the work in
 lock-step, so the replica's step time is one GPU's step time):
 
-- F_tok  = 2 * ((active_params - R) / tp + R)           FLOPs of the dense GEMMs per token, R the
-  parameters every GPU holds whole (MLA's latent down-projections; deployment.py, weights)
+- F_tok  = 2 * ((active_params - V - R) / tp + R + H / tp * P_w / P_bf16)   FLOPs of the dense
+  GEMMs per token, R the parameters every GPU holds whole (MLA's latent down-projections), V the
+  embedding table and LM head, H the LM head: a bf16 GEMM in every checkpoint, counted in time
+  at the weight GEMMs' peak P_w; the embedding is a lookup without FLOPs (deployment.py)
 - F_attn = 2 * layers * q_heads * (qk_dim + v_dim) / tp  FLOPs per (query token, key token)
   pair: QK^T costs 2 * qk_dim and AV 2 * v_dim per head (4 * head_dim for GQA / MHA; MLA adds
   its rotary dims to qk_dim, deployment.py). A prefill chunk of n new tokens after c cached
   tokens has n * (c + (n - 1) / 2) pairs (causal mask: on average it attends to half the chunk);
   a decode over a context of L tokens has L pairs.
 - W(tokens) = W_shared + W_experts * (1 - (1 - k/E)^tokens)   weight bytes read once per step
-  (W_shared counts R whole). Dense models have W_experts = 0. For a mixture of experts each
+  (W_shared counts R whole and the 16-bit LM head, not the embedding table, which a step only
+  looks rows up in). Dense models have W_experts = 0. For a mixture of experts each
   token picks k of E experts, so the expected share of experts a step touches grows with its
   token count.
 - K_tok  = KV-cache bytes per token per GPU (see deployment.py for GQA / MLA sizing)

@@ -164,7 +164,9 @@ def test_gpu_swap_takes_the_new_gpu_and_its_default_price(catalog, baseline):
 
 def test_fp8_halves_weight_and_kv_bytes(catalog, baseline):
     d = scenario_deployment(catalog, baseline, Scenario("fp8", "d", weights="fp8", kv_cache="fp8"))
-    assert d.weight_bytes_per_gpu == pytest.approx(baseline.weight_bytes_per_gpu / 2)
+    vocab = sum(d.vocab_params) / d.tp * 2.0  # the embedding table and LM head stay 16-bit
+    assert d.weight_bytes_per_gpu - vocab == pytest.approx(
+        (baseline.weight_bytes_per_gpu - vocab) / 2)
     assert d.kv_bytes_per_token == pytest.approx(baseline.kv_bytes_per_token / 2)
     assert (d.price_provider, d.price_plan) == (baseline.price_provider, baseline.price_plan)
     assert d.efficiency == baseline.efficiency
@@ -377,30 +379,30 @@ def test_a_scenario_that_cannot_apply_is_skipped_with_its_reason(catalog, conv_h
 
 
 def test_a_scenario_whose_kv_cache_cannot_hold_a_request_is_skipped(catalog, baseline, conv_head):
-    """A 70B on one L40S at fp4 builds (13,952 tokens of KV), but a 14k-token chat prompt the
-    baseline serves does not fit it: the scenario is skipped on every trace with that reason,
-    before any trace is replayed, instead of failing the what-if replays (and the night's run)
-    after the traces that fit were staged. With an output cap that brings the request within
-    the KV cache, it applies."""
-    small = Scenario("l40s-fp4", "d", gpu="l40s", tp=1, weights="fp4", kv_cache="fp8")
+    """A 70B on two L40S at fp8 builds (74,688 tokens of KV), but a prompt just below that the
+    baseline serves does not fit it with its output: the scenario is skipped on every trace
+    with that reason, before any trace is replayed, instead of failing the what-if replays (and
+    the night's run) after the traces that fit were staged. With an output cap that brings the
+    request within the KV cache, it applies."""
+    small = Scenario("l40s-tp2", "d", gpu="l40s", tp=2, weights="fp8", kv_cache="fp8")
     capacity = scenario_deployment(catalog, baseline, small).kv_capacity_tokens
     long_one = pl.DataFrame({"request_id": ["b:1"], "arrival_s": [0.0],
                              "prompt_tokens": [capacity - 10], "output_tokens": [20],
                              "cached_tokens": [0], "trace": ["b"]})
     requests = pl.concat([conv_head.head(20).with_columns(trace=pl.lit("a"))
                           .select(long_one.columns), long_one], how="vertical_relaxed")
-    capped = Scenario("l40s-fp4-cap", "d", gpu="l40s", tp=1, weights="fp4", kv_cache="fp8",
+    capped = Scenario("l40s-tp2-cap", "d", gpu="l40s", tp=2, weights="fp8", kv_cache="fp8",
                       output_cap=5)
     stages, fleets = _collect(replay_scenarios(requests, catalog, baseline, [small, capped]))
     assert stages.group_by("scenario", "trace").len().sort("trace").rows() == [
-        ("l40s-fp4-cap", "a", 20), ("l40s-fp4-cap", "b", 1)]
-    skipped = fleets.filter(pl.col("scenario") == "l40s-fp4")
+        ("l40s-tp2-cap", "a", 20), ("l40s-tp2-cap", "b", 1)]
+    skipped = fleets.filter(pl.col("scenario") == "l40s-tp2")
     assert skipped["trace"].to_list() == ["a", "b"]
     assert skipped["skipped"].to_list() == [
-        f"scenario 'l40s-fp4' does not apply to deployment '{BASELINE}': 1 request(s) need more"
-        f" KV cache than one replica of '{BASELINE}+l40s-fp4' holds ({capacity:,} tokens), e.g."
+        f"scenario 'l40s-tp2' does not apply to deployment '{BASELINE}': 1 request(s) need more"
+        f" KV cache than one replica of '{BASELINE}+l40s-tp2' holds ({capacity:,} tokens), e.g."
         f" request b:1 with {capacity - 10:,}+20 tokens"] * 2
-    assert fleets.filter(pl.col("scenario") == "l40s-fp4-cap")["skipped"].is_null().all()
+    assert fleets.filter(pl.col("scenario") == "l40s-tp2-cap")["skipped"].is_null().all()
 
 
 def test_unknown_names_are_errors_on_every_deployment(catalog, baseline):

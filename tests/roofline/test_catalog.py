@@ -99,8 +99,9 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
     bf16 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4)
     fp8 = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=4, weights="fp8")
     gpus = catalog.gpus.filter(pl.col("gpu") == "h100-sxm").row(0, named=True)
+    vocab = 2 * 128256 * 8192 / 4 * 2  # the embedding table and LM head, 16-bit in both
     assert bf16.weight_bytes_per_gpu == pytest.approx(70.6e9 * 2 / 4)
-    assert fp8.weight_bytes_per_gpu == pytest.approx(bf16.weight_bytes_per_gpu / 2)
+    assert fp8.weight_bytes_per_gpu - vocab == pytest.approx((bf16.weight_bytes_per_gpu - vocab) / 2)
     assert bf16.gpu.peak_tflops == gpus["bf16_tflops"]
     assert fp8.gpu.peak_tflops == gpus["fp8_tflops"]
     assert fp8.effective_flops == pytest.approx(2 * bf16.effective_flops, rel=1e-3)
@@ -329,9 +330,11 @@ def test_moe_step_reads_fewer_weights_for_fewer_tokens(catalog):
     coef = d.coefficients
     one, many = weight_bytes(coef, 1.0), weight_bytes(coef, 512.0)
     assert one < many
-    assert many == pytest.approx(d.weight_bytes_per_gpu, rel=1e-6)  # 512 tokens touch every expert
-    # one token touches the shared weights and 2 of 8 experts: exactly its active parameters
-    assert one == pytest.approx(12.9e9 * 2 / 2, rel=1e-9)
+    # 512 tokens touch every expert; no step reads the embedding table whole (a lookup)
+    assert many == pytest.approx(d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu, rel=1e-6)
+    # one token touches the shared weights and 2 of 8 experts: its active parameters but the
+    # embedding table's
+    assert one == pytest.approx((12.9e9 - 32000 * 4096) * 2 / 2, rel=1e-9)
     dense = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
     assert weight_bytes(dense.coefficients, 1.0) == weight_bytes(dense.coefficients, 512.0)
 
@@ -343,7 +346,7 @@ def test_decode_compute_bound_batch(catalog):
         ridge = (gpu.peak_tflops * 1e12 * d.efficiency.compute_efficiency) / (
             gpu.hbm_bandwidth_gbs * 1e9 * d.efficiency.bandwidth_efficiency)
         assert d.ridge_flops_per_byte == pytest.approx(ridge, rel=1e-12)
-        expected = ridge * d.weight_bytes_per_gpu / d.flops_per_token
+        expected = ridge * (d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu) / d.flops_per_token
         assert d.decode_compute_bound_batch == pytest.approx(expected, rel=1e-12)
         assert math.isfinite(d.decode_compute_bound_batch) and d.decode_compute_bound_batch > 1
     # dense bf16: W = 2 B x params and F = 2 FLOPs x params, so b* is the ridge point itself
@@ -468,6 +471,21 @@ def test_a_mixture_of_experts_whose_active_count_cannot_be_split_is_named(copied
                                            r" total_params_b and at least total_params_b \*"
                                            r" experts_per_token / experts"):
         load_catalog(copied)
+
+
+def test_a_vocabulary_as_large_as_the_model_is_named(copied):
+    """The transformer blocks are the parameters left once the embedding table and the LM
+    head (vocab_size x hidden_size each) are taken out; a vocabulary that leaves none (a
+    mistyped vocab_size) would price negative weights, without a word. Tied, the one matrix
+    counts once."""
+    _set(copied, "models", "llama-3.1-8b", "vocab_size", "1000000")
+    with pytest.raises(CatalogError, match=r"models.csv, row 'llama-3.1-8b': vocab_size=1000000:"
+                                           r" expected a vocabulary whose embedding table and LM"
+                                           r" head"):
+        load_catalog(copied)
+    _set(copied, "models", "llama-3.1-8b", "tied_embeddings", "true")
+    assert load_catalog(copied).build(model="llama-3.1-8b", gpu="h100-sxm").vocab_params == (
+        0.0, 1000000 * 4096)
 
 
 def test_a_dense_model_whose_active_count_is_not_its_total_is_named(copied):

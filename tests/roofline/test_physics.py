@@ -45,8 +45,37 @@ def test_fp4_weights_and_kv_count_their_block_scales(catalog):
     read and held and in an fp4 KV cache (an fp8 one has no per-block scale worth counting)."""
     fp4 = catalog.build(model="llama-3.1-70b", gpu="b200", tp=2, weights="fp4", kv_cache="fp4")
     fp8 = catalog.build(model="llama-3.1-70b", gpu="b200", tp=2, weights="fp8", kv_cache="fp8")
-    assert fp4.weight_bytes_per_gpu == pytest.approx(fp8.weight_bytes_per_gpu * 4.5 / 8)
+    vocab = sum(fp8.vocab_params) / 2 * 2.0  # the 16-bit embedding table and LM head
+    assert fp4.weight_bytes_per_gpu - vocab == pytest.approx(
+        (fp8.weight_bytes_per_gpu - vocab) * 4.5 / 8)
     assert fp4.kv_bytes_per_token == pytest.approx(fp8.kv_bytes_per_token * 4.5 / 8)
+
+
+def test_vocabulary_matrices_are_16_bit_and_the_embedding_is_a_lookup(catalog):
+    """The embedding table and the LM head (vocab_size x hidden each) are not transformer-block
+    weights: fp8 / fp4 checkpoints keep them 16-bit (ModelOpt quantizes "only the linear
+    operators within transformers blocks"), so they are held at 2 B a value whatever the weight
+    dtype. The LM head is a GEMM read whole every step, its FLOPs at the bf16 peak; the
+    embedding is a row lookup: held, never read whole, no FLOPs. A tied model's one matrix is
+    its LM head."""
+    vocab = 128256 * 4096
+    bf16 = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="bf16")
+    assert bf16.vocab_params == (vocab, vocab)
+    assert bf16.weight_bytes_per_gpu == pytest.approx(8.03e9 * 2)
+    assert bf16.coefficients[step.SHARED_WEIGHT_BYTES] == pytest.approx((8.03e9 - vocab) * 2)
+    assert bf16.flops_per_token == pytest.approx(2 * (8.03e9 - vocab))
+    fp8 = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8")
+    blocks = 8.03e9 - 2 * vocab
+    assert fp8.weight_bytes_per_gpu == pytest.approx(blocks + 2 * vocab * 2)
+    assert fp8.coefficients[step.SHARED_WEIGHT_BYTES] == pytest.approx(blocks + vocab * 2)
+    # the head's bf16 GEMM at half the fp8 peak (989.5 of 1978.9 TFLOPS): twice its FLOPs in
+    # fp8 time
+    assert fp8.flops_per_token == pytest.approx(2 * (blocks + vocab * 1978.9 / 989.5))
+    tp2 = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=2, weights="fp8")
+    assert tp2.coefficients[step.SHARED_WEIGHT_BYTES] == pytest.approx((blocks + vocab * 2) / 2)
+    tied = catalog.build(model="llama-3.2-1b", gpu="rtx-4090")
+    assert tied.vocab_params == (0.0, 128256 * 2048)
+    assert tied.coefficients[step.SHARED_WEIGHT_BYTES] == pytest.approx(tied.weight_bytes_per_gpu)
 
 
 def test_mla_latent_projections_are_replicated_not_split(catalog):
@@ -55,14 +84,20 @@ def test_mla_latent_projections_are_replicated_not_split(catalog):
     read and computed in full on each GPU, the rest 1/tp. Dense GQA models replicate nothing."""
     tp8 = catalog.build(model="deepseek-v3", gpu="b200", tp=8, weights="fp8", kv_cache="fp8")
     replicated = 61 * 7168 * (1536 + 512 + 64)
+    vocab = 129280 * 7168  # the embedding table and the LM head, 16-bit, split by tp
     assert tp8.replicated_params == replicated
-    assert tp8.weight_bytes_per_gpu == pytest.approx((671e9 - replicated) / 8 + replicated)
-    assert tp8.flops_per_token == pytest.approx(2 * ((37e9 - replicated) / 8 + replicated))
+    assert tp8.weight_bytes_per_gpu == pytest.approx(
+        (671e9 - 2 * vocab - replicated) / 8 + replicated + 2 * vocab / 8 * 2)
+    # the LM head's bf16 GEMM at half the fp8 peak: twice its FLOPs in fp8 time
+    assert tp8.flops_per_token == pytest.approx(
+        2 * ((37e9 - 2 * vocab - replicated) / 8 + replicated + vocab / 8 * 2))
     assert tp8.coefficients[step.SHARED_WEIGHT_BYTES] + tp8.coefficients[
-        step.EXPERT_WEIGHT_BYTES] == pytest.approx(tp8.weight_bytes_per_gpu)
+        step.EXPERT_WEIGHT_BYTES] == pytest.approx(
+            tp8.weight_bytes_per_gpu - tp8.embedding_bytes_per_gpu)
     dense = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=8, weights="fp8")
     assert dense.replicated_params == 0
-    assert dense.weight_bytes_per_gpu == pytest.approx(70.6e9 / 8)
+    vocab = 128256 * 8192
+    assert dense.weight_bytes_per_gpu == pytest.approx((70.6e9 - 2 * vocab) / 8 + 2 * vocab / 8 * 2)
 
 
 def test_weights_without_tensor_cores_are_served_weight_only(catalog):
@@ -73,7 +108,8 @@ def test_weights_without_tensor_cores_are_served_weight_only(catalog):
     bf16 = catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", kv_cache="bf16")
     fp8 = catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", weights="fp8", kv_cache="bf16")
     assert (fp8.gpu.gemm_dtype, fp8.gpu.peak_tflops) == ("bf16", bf16.gpu.peak_tflops)
-    assert fp8.weight_bytes_per_gpu == pytest.approx(bf16.weight_bytes_per_gpu / 2)
+    vocab = sum(bf16.vocab_params) * 2.0  # the embedding table and LM head stay 16-bit
+    assert fp8.weight_bytes_per_gpu - vocab == pytest.approx((bf16.weight_bytes_per_gpu - vocab) / 2)
     assert 1.6 < bf16.decode_step_s(1, 1024) / fp8.decode_step_s(1, 1024) < 2.0
     assert fp8.prefill_s(8192) == pytest.approx(bf16.prefill_s(8192), rel=0.02)
     assert fp8.as_row()["gemm_dtype"] == "bf16"
@@ -169,7 +205,8 @@ def test_moe_compute_bound_batch_counts_only_touched_experts(catalog, model, opt
     coef = d.coefficients
     assert b * d.flops_per_token / d.effective_flops == pytest.approx(
         step.weight_bytes(coef, b) / d.effective_bandwidth, rel=1e-6)
-    all_experts = d.ridge_flops_per_byte * d.weight_bytes_per_gpu / d.flops_per_token
+    read = d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu  # a step touching every expert
+    all_experts = d.ridge_flops_per_byte * read / d.flops_per_token
     if partial:
         assert b < 0.8 * all_experts
     else:
