@@ -68,8 +68,11 @@ def heatmap_chart(shape_spend: pl.DataFrame) -> alt.LayerChart:
         tooltip=["shape", alt.Tooltip("pct_spend:Q", format=".1f"),
                  alt.Tooltip("spend_usd:Q", format="$,.2f"), alt.Tooltip("requests:Q", format=",")],
     )
-    labels = base.mark_text(fontSize=12).encode(
-        text=alt.Text("pct_spend:Q", format=".1f"),
+    # A share that rounds to 0.0 is not no spend (the shapes table shows it in full): it reads <0.1.
+    labels = base.mark_text(fontSize=12).transform_calculate(
+        label="datum.pct_spend > 0 && datum.pct_spend < 0.05 ? '<0.1' : format(datum.pct_spend, '.1f')",
+    ).encode(
+        text="label:N",
         color=alt.condition(alt.datum.pct_spend > 20, alt.value("white"), alt.value("black")),
     )
     return (cells + labels).properties(title="Share of spend (%) by prompt x output length",

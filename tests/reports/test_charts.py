@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import polars as pl
 import pytest
+import vl_convert
 
-from pipelines.reports.charts import timeline_chart
+from pipelines.reports.charts import heatmap_chart, timeline_chart
 
 
 def test_a_week_of_minutes_is_bucketed_for_the_timeline():
@@ -34,3 +37,17 @@ def test_an_hour_is_drawn_minute_by_minute():
                          "kv_use": np.full(60, 0.1), "queued": np.zeros(60)})
     rows = next(iter(timeline_chart(hour).to_dict()["datasets"].values()))
     assert [r["minute"] for r in rows] == list(range(60))
+
+
+def test_a_rare_shape_s_heatmap_cell_does_not_read_as_no_spend():
+    """The demo's 'very long prompt / short answer' holds 0.00833% of spend (the shapes table
+    says so); its heatmap cell read "0.0", as if it cost nothing. A share under 0.05% reads <0.1."""
+    shapes = pl.DataFrame({
+        "shape": ["long prompt / short answer", "very long prompt / short answer"],
+        "prompt_bucket": ["long prompt", "very long prompt"],
+        "output_bucket": ["short answer", "short answer"],
+        "prompt_lower": [2048, 8192], "output_lower": [16, 16],
+        "pct_spend": [99.99167, 0.00833], "spend_usd": [93.5, 0.0078], "requests": [100, 1]})
+    svg = vl_convert.vegalite_to_svg(heatmap_chart(shapes).to_dict())
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert "&lt;0.1" in labels and "100.0" in labels and "0.0" not in labels
