@@ -273,6 +273,34 @@ def levers(shapes: pl.DataFrame) -> list[str]:
             f"→ {r['lever']}" for r in grouped.iter_rows(named=True)]
 
 
+def chargeback_note(chargeback: pl.DataFrame, fleet_summary: pl.DataFrame) -> str:
+    """What the chargeback table's dollars leave out, for whoever splits the bill by it: the
+    idle GPU time (charged to no one) and, per dimension, the requests that name no one (its
+    `pct_spend` is of all attributed spend, so its rows add up to 100% only where every request
+    names one). Without it, the demo's code trace beside a BurstGPT log showed tenants holding
+    10.7% of spend and $2.60 of a $138.42 fleet, and said nothing of the rest."""
+    fleet = fleet_summary.filter(pl.col("trace") == "all").row(0, named=True)
+    text = (f"The $ and % spend columns are attributed (busy) GPU spend: "
+            f"${_fmt(fleet['attributed_usd'])} of the ${_fmt(fleet['spend_usd'])} the fleet cost; its "
+            f"idle GPU time (${_fmt(fleet['idle_usd'])}) is charged to no one.")
+    unnamed, absent = [], []
+    for dimension in ("model", "tenant"):
+        rows = chargeback.filter(pl.col("dimension") == dimension)
+        requests = fleet["requests"] - rows["requests"].sum()
+        if not rows.height:
+            absent.append(dimension)
+        elif requests:
+            share = 100 - rows["pct_spend"].sum()
+            usd = fleet["attributed_usd"] - rows["spend_usd"].sum()
+            unnamed.append(f"{requests:,} requests name no {dimension} ({_fmt(share)}% of attributed "
+                           f"spend, ${_fmt(usd)})" if not unnamed else
+                           f"{requests:,} name no {dimension} ({_fmt(share)}%, ${_fmt(usd)})")
+    if unnamed:
+        text += (" A dimension's shares add up to 100% only where every request names one: "
+                 + "; ".join(unnamed) + ".")
+    return text + "".join(f" No request names a {dimension}." for dimension in absent)
+
+
 def report_blocks(t: ReportTables, deployment: str,
                   caveats: Sequence[tuple[str, str]] = (),
                   unserved: Sequence[tuple] = ()) -> list[tuple]:
@@ -284,7 +312,8 @@ def report_blocks(t: ReportTables, deployment: str,
     above the fleet figures."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios, skipped = what_if_scenarios(t.what_if)
-    chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS)] if t.chargeback.height else
+    chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS),
+                   ("p", chargeback_note(t.chargeback, t.fleet_summary))] if t.chargeback.height else
                   [("p", "The traces name no model or tenant, so the `chargeback` table is empty.")])
     baseline_caveats = [text for section, text in caveats if section == "baseline"]
     what_if_caveats = [text for section, text in caveats if section == "what_if"]

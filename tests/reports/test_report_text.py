@@ -9,6 +9,7 @@ from pipelines.reports.text import (
     WHAT_IF_COLUMNS,
     WHAT_IF_NOTE,
     ReportTables,
+    chargeback_note,
     headline,
     headline_facts,
     _fmt,
@@ -231,3 +232,31 @@ def test_the_what_if_note_says_a_scenario_replays_the_baselines_requests_not_who
     the same traces' told a reader of seed-example's report that its 2,869 were replayed there."""
     assert "a full replay of the requests the baseline replayed" in WHAT_IF_NOTE
     assert "same traces" not in WHAT_IF_NOTE
+
+
+def _chargeback(*rows) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=["dimension", "value", "requests", "spend_usd", "pct_spend"],
+                        orient="row")
+
+
+FLEET = pl.DataFrame({"trace": ["t", "all"], "requests": [8870, 8870], "attributed_usd": [24.35, 24.35],
+                      "idle_usd": [114.07, 114.07], "spend_usd": [138.42, 138.42]})
+
+
+def test_chargeback_says_its_dollars_leave_out_idle_gpus_and_unnamed_requests():
+    """A log where 51 of 8,870 requests name a tenant and a model (the BurstGPT sample beside the
+    Azure code trace): the table's tenants held 10.7% of spend and $2.60 of a $138.42 fleet, and
+    the report did not say what the rest was, so a bill split by it recovered 2% of the cost."""
+    note = chargeback_note(_chargeback(("model", "ChatGPT", 36, 2.05, 8.42), ("model", "GPT-4", 15, 0.55, 2.26),
+                                       ("tenant", "Conversation log", 34, 1.68, 6.90),
+                                       ("tenant", "API log", 17, 0.92, 3.78)), FLEET)
+    assert note == ("The $ and % spend columns are attributed (busy) GPU spend: $24.35 of the $138.42 the fleet"
+                    " cost; its idle GPU time ($114.07) is charged to no one. A dimension's shares"
+                    " add up to 100% only where every request names one: 8,819 requests name no"
+                    " model (89.32% of attributed spend, $21.75); 8,819 name no tenant (89.32%,"
+                    " $21.75).")
+
+
+def test_chargeback_note_names_a_dimension_no_request_names():
+    note = chargeback_note(_chargeback(("tenant", "acme", 8870, 24.35, 100.0)), FLEET)
+    assert note.endswith("charged to no one. No request names a model.")
