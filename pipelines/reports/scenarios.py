@@ -222,7 +222,7 @@ def change_text(baseline: Deployment, s: Scenario) -> str:
     share = s.cached_share
     if share is not None:
         parts.append("prefix cache off" if share == 0 else
-                     f"{share:.0%} of each prompt served from the prefix cache")
+                     f"an assumed {share:.0%} of each prompt served from the prefix cache")
     if s.output_cap is not None:
         parts.append(f"outputs capped at {s.output_cap:,} tokens")
     return "; ".join(parts) or "nothing: the baseline's own settings"

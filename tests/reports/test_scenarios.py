@@ -205,7 +205,10 @@ def test_the_change_is_said_in_the_baselines_own_numbers(catalog, baseline):
     assert on_demo["tp2-fp8"] == ("tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8;"
                                   " replicas 3 → 6; 12 → 12 GPUs per trace")
     assert on_demo["h200"] == "GPU h100-sxm → h200-sxm"
-    assert on_demo["prefix-cache"] == "50% of each prompt served from the prefix cache"
+    # a hit share the log does not show (the Azure traces log no hits): the report's headline
+    # named the lever "50% of each prompt served from the prefix cache", as if turning the
+    # cache on would give that, while scenarios.csv's source calls it an assumption
+    assert on_demo["prefix-cache"] == "an assumed 50% of each prompt served from the prefix cache"
     assert on_demo["output-cap-256"] == "outputs capped at 256 tokens"
     seed = catalog.deployment("seed-example")
     assert change_text(seed, shipped["replicas-2"]) == "replicas 1 → 2; 1 → 2 GPUs per trace"
