@@ -232,6 +232,13 @@ def headline_facts(t: ReportTables) -> list[Fact]:
     return facts
 
 
+def _dollars(amount: float) -> str:
+    """A daily dollar figure of the headline: whole dollars from $10 ($179), as a reader takes a
+    day's figure in; under that, _fmt's digits ($7.20, $0.143), so a small fleet's saving does
+    not read $0."""
+    return f"{amount:,.0f}" if abs(amount) >= 10 else _fmt(amount)
+
+
 def _lever_fact(best: dict) -> Fact:
     """The best lever: the busy-GPU dollars it frees, and what the fleet (busy + idle) costs per
     day. Busy dollars are money saved only once the fleet is resized (README "What-if
@@ -246,7 +253,7 @@ def _lever_fact(best: dict) -> Fact:
         pct, precision=2, unique=False, fractional=False, trim="-", sign=True) + "%")
     return Fact(
         f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' ({best['change']}), "
-        f"would cut busy-GPU spend by ${-best['delta_usd_per_day']:,.0f}/day ({pct_text}), "
+        f"would cut busy-GPU spend by ${_dollars(-best['delta_usd_per_day'])}/day ({pct_text}), "
         f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
         f"(busy + idle) changes by {bill_text}/day"
         + ("" if resized else ": a fleet of fixed size saves busy dollars only once it is resized"),

@@ -118,6 +118,16 @@ def test_a_tiny_cut_is_written_out_not_in_scientific_notation():
     assert "(-0.00004%)" in lever.text and "e-" not in lever.text
 
 
+def test_a_small_fleets_saving_under_a_dollar_a_day_is_not_zero_dollars():
+    """The BurstGPT sample on one RTX 4090 (burstgpt-vllm-1b-4090, $0.55 over the replay): its
+    best lever frees $0.143 of busy-GPU spend a day, 38% of it, and the headline said "would cut
+    busy-GPU spend by $0/day (-38%)"."""
+    [*_, lever] = headline_facts(_tables(_what_if(-0.00596, 0.0)))
+    assert "cut busy-GPU spend by $0.143/day" in lever.text and "by $0/day" not in lever.text
+    [*_, lever] = headline_facts(_tables(_what_if(-0.3, 0.0)))
+    assert "cut busy-GPU spend by $7.20/day" in lever.text
+
+
 def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
     [*_, lever] = headline_facts(_tables(_what_if(-30.0, -50.0)))
     assert "changes by -$1,200/day" in lever.text and "resized" not in lever.text
