@@ -23,6 +23,7 @@ table { border-collapse: collapse; font-size: 13px; margin: 1em 0; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: right; }
 th { background: #f4f4f4; } td:nth-child(2) { text-align: left; white-space: nowrap; }
 table.t-scenario td:nth-child(2) { white-space: normal; min-width: 16em; }
+table.t-scenario td:first-child { white-space: nowrap; }
 code { background: #f4f4f4; padding: 0 3px; } .chart { margin: 1.5em 0; }
 """
 

@@ -7,6 +7,7 @@ flags and window as `test_screenshot_is_not_blank` (pytest -s prints where its c
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 import subprocess
@@ -98,3 +99,23 @@ def test_screenshot_is_not_blank(page, tmp_path):
     # A blank page compresses to a few KB; text, tables and five charts cannot.
     assert shot.stat().st_size > 10 * blank.stat().st_size
     print(f"screenshot: {shot}")
+
+
+# Runs in the page after it is laid out: each what-if table row's scenario name and the number of
+# lines it is drawn on.
+LINES_PROBE = ("<script>document.body.dataset.lines = [...document.querySelectorAll("
+               "'table.t-scenario td:first-child')].map(td => {const r = document.createRange();"
+               " r.selectNodeContents(td); return td.textContent + ':' + r.getClientRects().length;})"
+               ".join(',');</script>")
+
+
+@needs_chromium
+def test_a_scenario_name_is_not_broken_across_lines(page, tmp_path):
+    """The what-if table's scenario names broke at their hyphens ('prefix-' over 'cache',
+    'output-cap-' over '256', 'max-batch-' over '32'), so a name's number read as a figure of
+    its own; each is one line."""
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", LINES_PROBE + "</body>"))
+    dom = chromium(tmp_path, f"--window-size={WIDTH},{HEIGHT}", "--dump-dom", probe.as_uri()).stdout
+    names = dict(item.rsplit(":", 1) for item in re.search(r'data-lines="([^"]*)"', dom)[1].split(","))
+    assert "output-cap-256" in names and {n for n, lines in names.items() if lines != "1"} == set()
