@@ -24,7 +24,8 @@ stop a reader.
 A run that fails or is killed publishes nothing: the published file and `current` are exactly as
 before, and the next run deletes the abandoned working copy. A run killed during the publish
 leaves `publish-pending`; the next run repeats the publish from `current` before anything else.
-Runs that overlap wait for each other on the lock (they would otherwise overwrite each other).
+Runs that overlap wait for each other on the lock (they would otherwise overwrite each other),
+each at most FLEETSPEND_LOCK_WAIT_S: a hung run holds the lock until it is stopped.
 
 The published file is a product for reading: tables an analyst creates in it are replaced at the
 next publish (use your own database and ATTACH the warehouse read-only). If a read-write session
@@ -38,13 +39,17 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 
+from pipelines.settings import DEFAULT_LOCK_WAIT_S, LOCK_WAIT_SETTING
+
 PRIVATE_PREFIX = "."
 PRIVATE_SUFFIX = ".private"
+WAIT_NOTE_EVERY_S = 600.0
 
 
 class PublishError(RuntimeError):
@@ -70,6 +75,46 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _try_lock(fd: int) -> bool:
+    """Take the writer lock on `fd` if no other run holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _holder_pid(fd: int) -> str | None:
+    """The pid the run holding the lock on `fd` wrote into it, if that process is alive; None
+    for a holder that wrote none (an operator's `flock`): a message must never say to kill a
+    pid since reused."""
+    pid = os.pread(fd, 64, 0).decode(errors="replace").strip()
+    return pid if pid.isdigit() and _alive(int(pid)) else None
+
+
+def _holder(pid: str | None) -> str:
+    return f"the run in process {pid}" if pid else "another run"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (signal 0 checks without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        pass
+    return True
+
+
+def _duration(seconds: float) -> str:
+    """`seconds` as an operator reads it in a log: 45 s, 12 min, 3 h 5 min."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+
+
 def _copy_durably(source: Path, target: Path) -> None:
     shutil.copyfile(source, target)
     with open(target, "rb+") as handle:
@@ -83,7 +128,8 @@ class Workspace:
     `abandon` throws it away, and both release the lock. `log` receives one line per step.
     """
 
-    def __init__(self, published: Path, run_id: str, log: Callable[[str], None] = lambda _: None):
+    def __init__(self, published: Path, run_id: str, log: Callable[[str], None] = lambda _: None,
+                 lock_wait_s: float = DEFAULT_LOCK_WAIT_S):
         if not run_id or not run_id.replace("-", "").isalnum():
             raise ValueError(f"run id {run_id!r}: expected letters, digits and dashes")
         self.published = published
@@ -93,6 +139,7 @@ class Workspace:
         self._pending = self.private / "publish-pending"
         self._staged = published.parent / f"{PRIVATE_PREFIX}{published.name}.publishing-{run_id}"
         self._log = log
+        self.lock_wait_s = lock_wait_s
         self._lock: int | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -148,14 +195,39 @@ class Workspace:
     def _acquire(self) -> None:
         fd = os.open(self.private / "lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
-            self._log(f"waiting for the run in process {holder} to publish {self.published}")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not _try_lock(fd):
+                self._wait_for(fd)
+        except BaseException:
+            os.close(fd)
+            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock = fd
+
+    def _wait_for(self, fd: int) -> None:
+        """Wait for the run holding the lock, at most `lock_wait_s`: a hung run never frees it,
+        and every cron run after it would otherwise wait forever, one more process each night.
+        The log says how long it has waited every `WAIT_NOTE_EVERY_S`, so a cron log shows that
+        a wait is still going on."""
+        self._log(f"waiting for {_holder(_holder_pid(fd))} to publish {self.published} (at most "
+                  f"{_duration(self.lock_wait_s)}, {LOCK_WAIT_SETTING})")
+        start = time.monotonic()
+        noted = 0.0
+        while not _try_lock(fd):
+            waited = time.monotonic() - start
+            if waited >= self.lock_wait_s:
+                pid = _holder_pid(fd)  # another run may have taken the lock since the first line
+                stop = f"kill {pid}" if pid else f"fuser -v {self.private / 'lock'} names it"
+                raise PublishError(
+                    f"warehouse {self.published}: gave up after waiting {_duration(waited)} "
+                    f"({LOCK_WAIT_SETTING}={self.lock_wait_s:g}) for {_holder(pid)}, which holds "
+                    f"its writer lock; nothing was written. If that run is hung, stop it ({stop}) "
+                    f"and run again: the lock is freed when it exits")
+            if waited - noted >= WAIT_NOTE_EVERY_S:
+                noted = waited
+                self._log(f"still waiting for {_holder(_holder_pid(fd))} to publish "
+                          f"{self.published}: {_duration(waited)} so far")
+            time.sleep(min(1.0, self.lock_wait_s - waited))
 
     def _release(self) -> None:
         if self._lock is not None:

@@ -42,6 +42,28 @@ def nightly_cron() -> str:
     return os.environ.get("FLEETSPEND_NIGHTLY_CRON", "").strip() or "0 2 * * *"
 
 
+LOCK_WAIT_SETTING = "FLEETSPEND_LOCK_WAIT_S"
+DEFAULT_LOCK_WAIT_S = 3 * 3600.0
+
+
+def lock_wait_s() -> float:
+    """How long a run waits for another run to publish before it fails: FLEETSPEND_LOCK_WAIT_S,
+    seconds, default 3 hours (pipelines/publish.py). A bound, because a hung run holds the
+    warehouse's writer lock forever and every later run would wait behind it; 0 fails at once."""
+    value = os.environ.get(LOCK_WAIT_SETTING, "").strip()
+    if not value:
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"{LOCK_WAIT_SETTING}={value!r}: expected a number of seconds >= 0 (how "
+                         f"long a run waits for another run to publish; default "
+                         f"{DEFAULT_LOCK_WAIT_S:g}, 3 hours)")
+    return seconds
+
+
 DEFAULT_DEPLOYMENT = "azure-2023-70b-h100"
 
 

@@ -137,6 +137,10 @@ def _setting_problems() -> list[str]:
         nightly_schedule(settings.nightly_cron(), settings.warehouse_path())
     except ValueError as exc:
         problems.append(str(exc))
+    try:
+        settings.lock_wait_s()
+    except ValueError as exc:
+        problems.append(str(exc))
     # Every dagster command after the preflight (cron's `dagster job execute`) stops with a
     # traceback when DAGSTER_HOME is not an existing folder; made here like the warehouse's.
     # Dagster also refuses a relative one ("must be an absolute path"), whichever folder it names.

@@ -15,9 +15,10 @@ import duckdb
 from dagster_duckdb import DuckDBResource
 from pydantic import PrivateAttr
 
+from pipelines import settings
 from pipelines.defs.preflight import check_run
 from pipelines.preflight import ConfigurationError
-from pipelines.publish import Workspace
+from pipelines.publish import PublishError, Workspace
 
 
 class PublishedWarehouse(DuckDBResource):
@@ -25,9 +26,11 @@ class PublishedWarehouse(DuckDBResource):
 
     _workspace: Workspace | None = PrivateAttr(default=None)
     _run: dg.InitResourceContext | None = PrivateAttr(default=None)
+    _unavailable: str | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._run = context if context.run is not None else None
+        self._unavailable = None
         if self._run is None:
             return
         try:
@@ -41,9 +44,18 @@ class PublishedWarehouse(DuckDBResource):
             raise dg.Failure("get_connection() writes a run's working copy and works only inside a "
                              "run; outside one (sensors, notebooks) open the published file "
                              "read-only: duckdb.connect(path, read_only=True)")
+        if self._unavailable is not None:
+            raise dg.Failure(self._unavailable)
         if self._workspace is None:
-            workspace = Workspace(Path(self.database), self._run.run.run_id, self._run.log.info)
-            workspace.begin()
+            workspace = Workspace(Path(self.database), self._run.run.run_id, self._run.log.info,
+                                  lock_wait_s=settings.lock_wait_s())
+            try:
+                workspace.begin()
+            except PublishError as exc:
+                # E.g. it gave up waiting for a hung run: the run's other steps fail with the
+                # same line at once, instead of each waiting the whole FLEETSPEND_LOCK_WAIT_S.
+                self._unavailable = str(exc)
+                raise dg.Failure(self._unavailable) from None
             self._workspace = workspace
         with duckdb.connect(str(self._workspace.working), config=self.connection_config) as conn:
             yield conn

@@ -329,6 +329,16 @@ def test_a_cron_of_a_day_that_never_occurs_is_named_as_such(tmp_path, monkeypatc
     assert "- FLEETSPEND_NIGHTLY_CRON='0 2 31 2 *': day '31' never occurs in month '2'" in err
 
 
+@pytest.mark.parametrize("value", ["3h", "-1", "nan", "inf"])
+def test_a_bad_lock_wait_is_named(tmp_path, monkeypatch, capsys, value):
+    """FLEETSPEND_LOCK_WAIT_S is read when a run's first step starts waiting for another run:
+    a bad value is a problem line before the run, not a ValueError in that step."""
+    monkeypatch.setenv("FLEETSPEND_LOCK_WAIT_S", value)
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and "Traceback" not in err
+    assert f"- FLEETSPEND_LOCK_WAIT_S={value!r}: expected a number of seconds >= 0" in err
+
+
 def test_a_dagster_cron_alias_passes_the_preflight(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "@daily")
     code, out, err = _command(tmp_path, monkeypatch, capsys, None)

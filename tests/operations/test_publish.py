@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import subprocess
+import sys
 import threading
+import time
 
 import duckdb
 import pytest
 
 from pipelines.warehouse import WAREHOUSE_CONFIG
-from pipelines.publish import Workspace, private_dir
+from pipelines import publish
+from pipelines.publish import PublishError, Workspace, private_dir
 from tests.operations.conftest import DUCKDB_CLI, sha256
 
 
@@ -89,6 +94,58 @@ def test_overlapping_runs_wait_for_each_other(tmp_path):
     first.commit()
     second.join(timeout=30)
     assert _value(published) == 3
+
+
+def test_a_run_gives_up_on_a_hung_run_after_the_bound(tmp_path, monkeypatch):
+    """A hung run in another process holds the lock for ever: the next run waited for it with no
+    end (one log line, then silence) and every nightly cron run piled up behind it. It now waits
+    at most `lock_wait_s`, saying how long so far, then fails naming the warehouse, the
+    process that holds the lock and how to stop it."""
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    hung = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from pipelines.publish import Workspace; "
+         "Workspace(Path(sys.argv[1]), 'hung').begin(); print('holding', flush=True); "
+         "time.sleep(600)", str(published)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert hung.stdout.readline() == "holding\n"
+        monkeypatch.setattr(publish, "WAIT_NOTE_EVERY_S", 0.3)
+        lines = []
+        started = time.monotonic()
+        with pytest.raises(PublishError) as failure:
+            Workspace(published, "r2", lines.append, lock_wait_s=1.5).begin()
+        assert time.monotonic() - started < 10
+    finally:
+        hung.kill()
+        hung.wait(timeout=30)
+    assert re.fullmatch(
+        rf"warehouse {re.escape(str(published))}: gave up after waiting \d+ s "
+        rf"\(FLEETSPEND_LOCK_WAIT_S=1.5\) for the run in process {hung.pid}, which holds its "
+        rf"writer lock; nothing was written. If that run is hung, stop it \(kill {hung.pid}\) "
+        rf"and run again: the lock is freed when it exits", str(failure.value))
+    assert lines[0] == (f"waiting for the run in process {hung.pid} to publish {published} "
+                        f"(at most 2 s, FLEETSPEND_LOCK_WAIT_S)")
+    assert any(line.startswith(f"still waiting for the run in process {hung.pid}") for line in lines)
+    assert not list(private_dir(published).glob("run-r2*"))
+    _run(published, "r3", 3)  # the hung run gone, the lock is free again
+    assert _value(published) == 3
+
+
+def test_a_lock_held_by_no_live_run_names_no_pid_to_kill(tmp_path):
+    """The lock file keeps the pid of the last run that wrote it; held by something else (an
+    operator's `flock`), that pid may since name another process: the message must not say
+    to kill it."""
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    lock = private_dir(published) / "lock"
+    lock.write_text("999999999")
+    with open(lock) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(PublishError) as failure:
+            Workspace(published, "r2", lock_wait_s=0).begin()
+    assert "for another run, which holds its writer lock" in str(failure.value)
+    assert f"(fuser -v {lock} names it)" in str(failure.value) and "kill" not in str(failure.value)
 
 
 def test_run_ids_cannot_name_other_paths(tmp_path):

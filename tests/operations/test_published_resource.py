@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 
 import dagster as dg
@@ -89,3 +90,42 @@ def test_connections_outside_a_run_are_refused(tmp_path):
     with pytest.raises(dg.Failure, match="only inside a run"):
         with resource.get_connection():
             pass
+
+
+def test_a_run_that_gives_up_waiting_fails_every_step_at_once(tmp_path, monkeypatch):
+    """Behind a hung run, each step that opens a connection waited the whole bound again (two
+    root steps: twice FLEETSPEND_LOCK_WAIT_S); the run now waits once and fails every step with
+    the same line."""
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    assert _run(warehouse, 1)
+
+    @dg.asset
+    def one(duckdb: PublishedWarehouse):
+        with duckdb.get_connection():
+            pass
+
+    @dg.asset
+    def two(duckdb: PublishedWarehouse):
+        with duckdb.get_connection():
+            pass
+
+    waits = []
+    wait = publish.Workspace._wait_for
+
+    def counted(workspace, fd):
+        waits.append(fd)
+        wait(workspace, fd)
+
+    monkeypatch.setattr(publish.Workspace, "_wait_for", counted)
+    monkeypatch.setenv("FLEETSPEND_LOCK_WAIT_S", "0.2")
+    with open(publish.private_dir(warehouse) / "lock") as held:  # another run's lock
+        fcntl.flock(held, fcntl.LOCK_EX)
+        defs = dg.Definitions(assets=[one, two],
+                              resources={"duckdb": PublishedWarehouse(database=str(warehouse))})
+        with dg.DagsterInstance.ephemeral() as instance:
+            result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+                instance=instance, raise_on_error=False)
+    assert not result.success and len(waits) == 1
+    failures = result.get_step_failure_events()
+    messages = {event.event_specific_data.error.message for event in failures}
+    assert len(failures) == 2 and len(messages) == 1 and f"warehouse {warehouse}: gave up after waiting" in messages.pop()
