@@ -46,6 +46,14 @@ LATEST_ARRIVAL = dt.datetime(2100, 1, 1, tzinfo=dt.timezone.utc)
 # beyond ten years is a wrong unit or a broken clock (BurstGPT Timestamp 1e300), not an offset.
 MAX_RELATIVE_ARRIVAL_YEARS = 10
 MAX_RELATIVE_ARRIVAL_S = MAX_RELATIVE_ARRIVAL_YEARS * 365 * 86_400
+# Within those bounds, one mistyped date (2205 for 2025, 2033 for 2023) still stretches its
+# trace's replay over years of idle fleet (5.8 GB and a what-if failing on 25 M timeline cells
+# for one 2033 row among 8,819 of 2023). An arrival is kept only within the middle half of its
+# file's arrivals (first to third quartile) widened on each side by ten times that half's length,
+# and by a day at least: no public trace comes near (AIBrix's two requests 2.85 h after the rest
+# are its farthest, at 0.12 days), while a wrong year, month or week is far outside.
+BULK_MARGIN_QUARTILE_SPANS = 10
+BULK_MARGIN_MIN_S = 86_400.0
 # Canonical columns a reader may leave out (the format has no such field); `canonical` fills
 # them with their default (cached_tokens 0, the rest null).
 OPTIONAL_COLUMNS = ("arrival_ts", "cached_tokens", "prefix_hashes", "model", "tenant",

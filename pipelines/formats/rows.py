@@ -30,6 +30,8 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats.common import (
+    BULK_MARGIN_MIN_S,
+    BULK_MARGIN_QUARTILE_SPANS,
     EARLIEST_ARRIVAL,
     LATEST_ARRIVAL,
     MAX_RELATIVE_ARRIVAL_S,
@@ -127,6 +129,41 @@ def _arrival_bound(labels: Labels, relative: bool) -> tuple[pl.Expr, pl.Expr]:
                       pl.lit(f"{EARLIEST_ARRIVAL:%Y-%m-%d}"), pl.lit(f"{LATEST_ARRIVAL:%Y-%m-%d}")))
 
 
+def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Expr] | None:
+    """An arrival alone in time, far from the bulk of its own file's (the arrivals that passed
+    every row check): a mistyped date that would make the replay price years of idle fleet. The
+    window is common.py's (BULK_MARGIN_*); None when every arrival is in it."""
+    if arrivals.is_empty():
+        return None
+    relative = arrivals.dtype.is_numeric()
+    origin = arrivals.min()
+    seconds = arrivals - origin if relative else (arrivals - origin).dt.total_microseconds() / 1e6
+    first, third = seconds.quantile(0.25, "nearest"), seconds.quantile(0.75, "nearest")
+    margin = max(BULK_MARGIN_MIN_S, BULK_MARGIN_QUARTILE_SPANS * (third - first))
+    if first - margin <= 0 and seconds.max() <= third + margin:
+        return None
+    if relative:
+        low, high = origin + first - margin, origin + third + margin
+        shown = f"{low:g} to {high:g} s"
+    else:
+        low = origin + dt.timedelta(seconds=first - margin)
+        high = origin + dt.timedelta(seconds=third + margin)
+        shown = f"{low:%Y-%m-%d %H:%M} to {high:%Y-%m-%d %H:%M} UTC"
+    arrival = pl.col("arrival")
+    return ((arrival < low) | (arrival > high),
+            pl.format("{} is '{}': outside {}, the middle half of this file's arrivals widened by {} "
+                      "each side (ten times its length, a day at least): alone in time, likely a "
+                      "mistyped date; replayed, it would price the fleet idle over the gap",
+                      pl.lit(labels.arrival), pl.col("arrival_text"), pl.lit(shown),
+                      pl.lit(_days(margin))))
+
+
+def _days(seconds: float) -> str:
+    """A margin as the reason shows it: '1 day', '3.5 days'."""
+    days = seconds / 86_400
+    return "1 day" if days == 1 else f"{days:.3g} days"
+
+
 def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
     """Observed latencies: absent is fine, anything else must be seconds from 0 to a day, and the
     first token cannot come after the end of the answer."""
@@ -182,6 +219,10 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
     # Pass 1: typed columns, the check result and the line hash; no text survives.
     typed = frame.select(*[_named(c) if c in NAME_COLUMNS else c for c in kept],
                          ok=~failing, raw_hash=pl.col("raw").hash(seed=0)).collect(engine="streaming")
+    outlier = _outlier_check(typed["arrival"].filter(typed["ok"]), labels)
+    if outlier is not None:
+        checks.append(outlier)
+        typed = typed.with_columns(ok=pl.col("ok") & ~outlier[0].fill_null(False))
     repeated_hash = typed["raw_hash"].is_duplicated()
     suspects = typed.filter(~pl.col("ok") | repeated_hash).select("line", "raw_hash", "ok")
 

@@ -536,6 +536,44 @@ def test_arrivals_outside_a_plausible_window_are_rejected(tmp_path, name, body, 
     assert len(result.requests.rows()) == 1   # every value converts to Python (year 55,800 did not)
 
 
+ROOT = Path(__file__).resolve().parents[2]
+AZURE_SAMPLE = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_code.csv"
+BULK = "the middle half of this file's arrivals widened by 1 day each side"
+
+
+@pytest.mark.parametrize(("line", "typo"), [(500, "2033"), (2, "2013"), (8820, "2024")])
+def test_a_mistyped_year_is_rejected_not_replayed_over_years(tmp_path, line, typo):
+    """One row of the real Azure sample dated 2033 (or 2013, or a year on) instead of 2023 was
+    accepted: within 2000-2100, it stretched the trace's replay over ten years of idle fleet
+    (5.8 GB; the what-if failed past 25 M timeline cells, and a one-year slip passed with the
+    figures of a fleet idle for a year). It is rejected with its reason; every row is counted."""
+    lines = AZURE_SAMPLE.read_text().splitlines(keepends=True)
+    lines[line - 1] = typo + lines[line - 1][4:]
+    result = read_trace(write(tmp_path / "AzureLLMInferenceTrace_code.csv", "".join(lines)))
+    assert result.rows_read == 8819 == result.requests.height + result.rejected.height
+    [reason] = result.rejected.filter(pl.col("line") == line)["reason"].to_list()
+    assert reason == (f"TIMESTAMP is '{lines[line - 1].split(',')[0]}': outside 2023-11-15 18:31 to "
+                      f"2023-11-17 18:51 UTC, {BULK} (ten times its length, a day at least): alone in "
+                      f"time, likely a mistyped date; replayed, it would price the fleet idle over the gap")
+    assert result.rejected.height == 1 and result.requests["arrival_s"].max() < 3500
+
+
+def test_a_relative_clock_far_from_its_bulk_is_rejected(tmp_path):
+    body = "".join(f"{t},5,5\n" for t in (0.0, 1.0, 2.0, 3.0, 2.0e8))
+    result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
+    assert result.rejected["reason"].to_list() == [
+        f"arrived_at is '200000000.0': outside -86399 to 86403 s, {BULK} (ten times its length, a day "
+        f"at least): alone in time, likely a mistyped date; replayed, it would price the fleet idle over "
+        f"the gap"]
+
+
+def test_requests_hours_after_the_rest_are_kept():
+    """AIBrix's client log sends its last two requests 2.85 hours after the 50 others: real
+    traffic, within a day of the bulk."""
+    result = read_trace(ROOT / "tests" / "fixtures" / "public" / "aibrix_output.jsonl")
+    assert result.requests.height == 52 and "alone in time" not in " ".join(result.rejected["reason"])
+
+
 DATETIME_CSV = {"format": "csv", "time_unit": "datetime",
                 "columns": {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out"}}
 
