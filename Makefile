@@ -53,8 +53,13 @@ browser:
 test-fast: install
 	$(BIN)/python -m pytest -m 'not slow'
 
+# Started in the background by a script (`make ui &`, `nohup make ui &`), a command inherits SIGINT
+# ignored, and `dagster dev` answers SIGTERM as it answers SIGINT: it ignored both, so only SIGKILL
+# stopped it, leaving its webserver, daemon and code server behind. SIGINT is reset to its default
+# before `dagster dev` starts (in Python: a shell cannot undo an ignore it inherited).
 ui: install $(DAGSTER_HOME)/dagster.yaml
-	$(BIN)/dagster dev -m pipelines.definitions -h $(UI_HOST) -p $(UI_PORT)
+	$(BIN)/python -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+	  $(BIN)/dagster dev -m pipelines.definitions -h $(UI_HOST) -p $(UI_PORT)
 
 bench: install
 	$(BIN)/python bench/replay_bench.py

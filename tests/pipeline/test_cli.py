@@ -46,6 +46,24 @@ def test_job_execute_still_warns_without_the_filter(tmp_path):
 
 
 @pytest.mark.slow
+def test_make_ui_in_the_background_of_a_script_still_stops_on_sigint_and_sigterm(tmp_path):
+    """A script's background job inherits SIGINT ignored, and `dagster dev` maps SIGTERM to its
+    SIGINT handler: `make ui &` then ignored both. The recipe starts dagster (here a stand-in
+    that prints what SIGINT does in it) with SIGINT's default, which Python makes an interrupt."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "bin" / "dagster").write_text(
+        f"#!{sys.executable}\nimport signal\nhandler = signal.getsignal(signal.SIGINT)\n"
+        f"print(getattr(handler, '__name__', handler))\n")
+    (venv / "bin" / "dagster").chmod(0o755)
+    (venv / ".installed").touch()   # newer than pyproject.toml: no install
+    made = subprocess.run(
+        ["bash", "-c", f"make --no-print-directory -s ui VENV={venv} DAGSTER_HOME={tmp_path / 'home'} & wait"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (made.returncode, made.stdout) == (0, "default_int_handler\n"), made.stderr
+
+
 def test_validate_materialize_and_summary(tmp_path):
     env = _env(tmp_path)
     validate = _run([str(DAGSTER), "definitions", "validate", "-m", "pipelines.definitions"], env)
