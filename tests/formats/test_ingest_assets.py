@@ -4,7 +4,9 @@ alone, and the per-file balance check."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -200,6 +202,29 @@ def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
     second = trace_inbox_sensor(context)
     assert isinstance(second, dg.RunRequest) and second.tags["fleetspend/new_trace_files"] == "1"
     assert second.run_key != request.run_key
+
+
+def test_inbox_sensor_waits_for_a_file_being_uploaded(inbox, monkeypatch):
+    """A log copied in over four ticks asked for four runs, each ingesting part of it and
+    waiting on the warehouse for the one before; now one, once it has stopped changing."""
+    monkeypatch.setattr(ingest_sensors, "SETTLE_S", 60.0)
+    lines = (ROOT / "data" / "samples" / "AzureLLMInferenceTrace_code.csv").read_text().splitlines(keepends=True)
+    log = inbox / "AzureLLMInferenceTrace_code.csv"
+    cursor = None
+    for start, end in ((0, 1000), (1000, 3000), (3000, 6000), (6000, len(lines))):
+        with log.open("a") as upload:
+            upload.write("".join(lines[start:end]))
+        context = dg.build_sensor_context(cursor=cursor)
+        skip = trace_inbox_sensor(context)
+        cursor = context.cursor
+        assert isinstance(skip, dg.SkipReason)
+        assert skip.skip_message == (f"still being written (changed in the last 60 s): {log}; a run "
+                                     f"is asked for once it stops changing")
+    os.utime(log, (time.time() - 61, time.time() - 61))
+    context = dg.build_sensor_context(cursor=cursor)
+    request = trace_inbox_sensor(context)
+    assert isinstance(request, dg.RunRequest) and request.tags["fleetspend/new_trace_files"] == "1"
+    assert isinstance(trace_inbox_sensor(dg.build_sensor_context(cursor=context.cursor)), dg.SkipReason)
 
 
 def test_inbox_sensor_requests_a_run_when_a_file_is_removed(inbox):

@@ -9,10 +9,14 @@ for GB-sized logs (content hashes are taken by the run itself, which skips files
 holds, so a touched but unchanged file costs one hash and no rows). As the nightly schedule's
 ticks, a file's arrival under a configuration the preflight refuses is skipped with its message
 instead of starting a run that would fail, and asks again at every evaluation until it is fixed.
+A file modified in the last SETTLE_S seconds is still being written (an upload): it asks for its
+run at the first tick after it stops changing, not at every tick while it grows.
 """
 
 import hashlib
 import json
+import time
+from pathlib import Path
 
 import dagster as dg
 
@@ -40,6 +44,10 @@ ingest_job = dg.define_asset_job(
 )
 
 
+# A file modified this recently is taken as still being written, and waits for a later tick.
+SETTLE_S = 60.0
+
+
 @dg.sensor(job=ingest_job, minimum_interval_seconds=60)
 def trace_inbox_sensor(context: dg.SensorEvaluationContext):
     folder = settings.trace_dir()
@@ -54,15 +62,23 @@ def trace_inbox_sensor(context: dg.SensorEvaluationContext):
             continue
         sidecar = _stamp(sidecar_of(path))
         listing[str(path)] = stamp if sidecar is None else f"{stamp}|{sidecar}"
-    new = sorted(path for path, stamp in listing.items() if seen.get(path) != stamp)
+    changed = sorted(path for path, stamp in listing.items() if seen.get(path) != stamp)
+    writing = sorted(path for path in changed if _written_within(Path(path), SETTLE_S))
+    new = sorted(set(changed) - set(writing))
     removed = sorted(set(seen) - set(listing))   # the run drops their rows (and failed entries)
     if new or removed:
         try:
             check_run(settings.warehouse_path(), {})
         except ConfigurationError as exc:   # the cursor stays: the files ask again once it is fixed
             return dg.SkipReason(str(exc))
-    context.update_cursor(json.dumps(listing, sort_keys=True))
+    # A file still being written keeps what the cursor knew of it: it asks again at the next tick.
+    cursor = {**listing, **{path: seen.get(path) for path in writing}}
+    context.update_cursor(json.dumps({path: stamp for path, stamp in cursor.items() if stamp},
+                                     sort_keys=True))
     if not new and not removed:
+        if writing:
+            return dg.SkipReason(f"still being written (changed in the last {SETTLE_S:g} s): "
+                                 f"{', '.join(writing)}; a run is asked for once it stops changing")
         return dg.SkipReason(f"no new, changed or removed trace files in {folder}")
     return dg.RunRequest(run_key=_run_key(context.last_run_key, {p: listing[p] for p in new},
                                           {p: seen[p] for p in removed}),
@@ -77,6 +93,19 @@ def _run_key(last: str | None, new: dict[str, str], removed: dict[str, str]) -> 
     until the nightly run."""
     changes = {"after": last, "new": new, "removed": removed}
     return hashlib.sha256(json.dumps(changes, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _written_within(path: Path, seconds: float) -> bool:
+    """Whether the log or its sidecar was modified in the last `seconds`: still being uploaded.
+    Each tick of a growing file saw a new size, so a log copied in over half an hour asked for
+    thirty runs, each ingesting part of it and waiting on the warehouse for the one before."""
+    newest = 0.0
+    for file in (path, sidecar_of(path)):
+        try:
+            newest = max(newest, file.stat().st_mtime)
+        except FileNotFoundError:
+            pass
+    return time.time() - newest < seconds
 
 
 def _stamp(path) -> str | None:
