@@ -161,6 +161,12 @@ class Workspace:
                 self._log(f"adopting existing warehouse {self.published}")
                 _copy_durably(self.published, self.working)
             self._log(f"run writes to private working copy {self.working}")
+        except OSError as exc:  # a full disk: the partial copy goes, so the space comes back
+            self.working.unlink(missing_ok=True)
+            self._release()
+            raise PublishError(f"warehouse {self.published}: cannot prepare this run's working "
+                               f"copy in {self.private} ({exc.strerror}); nothing was written. A "
+                               f"run needs room for up to three copies of the warehouse") from None
         except BaseException:
             self._release()
             raise

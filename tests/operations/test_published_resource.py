@@ -98,17 +98,6 @@ def test_a_run_that_gives_up_waiting_fails_every_step_at_once(tmp_path, monkeypa
     the same line."""
     warehouse = tmp_path / "wh" / "fleetspend.duckdb"
     assert _run(warehouse, 1)
-
-    @dg.asset
-    def one(duckdb: PublishedWarehouse):
-        with duckdb.get_connection():
-            pass
-
-    @dg.asset
-    def two(duckdb: PublishedWarehouse):
-        with duckdb.get_connection():
-            pass
-
     waits = []
     wait = publish.Workspace._wait_for
 
@@ -120,12 +109,55 @@ def test_a_run_that_gives_up_waiting_fails_every_step_at_once(tmp_path, monkeypa
     monkeypatch.setenv("FLEETSPEND_LOCK_WAIT_S", "0.2")
     with open(publish.private_dir(warehouse) / "lock") as held:  # another run's lock
         fcntl.flock(held, fcntl.LOCK_EX)
-        defs = dg.Definitions(assets=[one, two],
-                              resources={"duckdb": PublishedWarehouse(database=str(warehouse))})
-        with dg.DagsterInstance.ephemeral() as instance:
-            result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
-                instance=instance, raise_on_error=False)
-    assert not result.success and len(waits) == 1
-    failures = result.get_step_failure_events()
-    messages = {event.event_specific_data.error.message for event in failures}
-    assert len(failures) == 2 and len(messages) == 1 and f"warehouse {warehouse}: gave up after waiting" in messages.pop()
+        failures = _failures_of_two_root_steps(warehouse)
+    assert len(waits) == 1 and len(failures) == 2 and failures[0] == failures[1]
+    assert failures[0].startswith(f"warehouse {warehouse}: gave up after waiting")
+
+
+def test_a_full_disk_before_the_first_step_fails_the_run_once_and_frees_the_space(tmp_path, monkeypatch):
+    """The working copy could not be made (disk full): each step that opened a connection copied
+    the warehouse again, failed with a bare OSError, and the partial copy stayed on the full disk
+    until the next run."""
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    assert _run(warehouse, 1)
+    copies = []
+    copy = publish._copy_durably
+
+    def disk_full(source, target):
+        if target.name.startswith("run-"):
+            copies.append(target)
+            target.write_bytes(b"partial")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+        copy(source, target)
+
+    monkeypatch.setattr(publish, "_copy_durably", disk_full)
+    failures = _failures_of_two_root_steps(warehouse)
+    assert len(copies) == 1 and not copies[0].exists()
+    assert failures == [f"warehouse {warehouse}: cannot prepare this run's working copy in "
+                        f"{publish.private_dir(warehouse)} (No space left on device); nothing was "
+                        f"written. A run needs room for up to three copies of the warehouse"] * 2
+
+
+def _failures_of_two_root_steps(warehouse) -> list[str]:
+    """The failure messages of a run of two assets that each open a connection, neither
+    depending on the other (as the nightly's ingest and reference steps)."""
+
+    @dg.asset
+    def one(duckdb: PublishedWarehouse):
+        with duckdb.get_connection():
+            pass
+
+    @dg.asset
+    def two(duckdb: PublishedWarehouse):
+        with duckdb.get_connection():
+            pass
+
+    defs = dg.Definitions(assets=[one, two],
+                          resources={"duckdb": PublishedWarehouse(database=str(warehouse))})
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, raise_on_error=False)
+    assert not result.success
+    return [event.event_specific_data.error.message.removeprefix(
+        "dagster._core.definitions.events.Failure: ").strip()
+        for event in result.get_step_failure_events()]
