@@ -121,6 +121,32 @@ def _copy_durably(source: Path, target: Path) -> None:
         os.fsync(handle.fileno())
 
 
+def overdue_run(published: Path, lock_wait_s: float) -> str | None:
+    """A problem line when a live run has held the writer lock of `published` for longer than
+    `lock_wait_s`, since it wrote its pid there: a run started now would wait for it and give up.
+    Said by the preflight, in one line before any process waits (cron's first command), and
+    as a skipped tick by the schedule and the inbox sensor, which so start no run to pile up."""
+    try:
+        fd = os.open(private_dir(published) / "lock", os.O_RDONLY)
+    except OSError:  # no run yet, or a warehouse folder the preflight names as a problem of its own
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # free: released by the close below
+            return None
+        except BlockingIOError:
+            pid = _holder_pid(fd)
+            held = time.time() - os.fstat(fd).st_mtime
+        if pid is None or held <= lock_wait_s:
+            return None
+        return (f"warehouse {published}: the run in process {pid} has held its writer lock for "
+                f"{_duration(held)}, longer than {LOCK_WAIT_SETTING}={lock_wait_s:g}; a run now "
+                f"would wait for it and give up. If it is hung, stop it (kill {pid}) and run "
+                f"again: the lock is freed when it exits")
+    finally:
+        os.close(fd)
+
+
 class Workspace:
     """One run's private working copy of the warehouse at `published`, and its publication.
 

@@ -21,6 +21,7 @@ import yaml
 from pipelines import settings
 from pipelines.defs.replay.assets import replay_options
 from pipelines.preflight import ConfigurationError, RunChoices, writable_folder, preflight
+from pipelines.publish import overdue_run
 from pipelines.roofline.calibration import REQUEST_METRICS
 
 REPLAY_OP = "replayed_fleet"
@@ -126,10 +127,12 @@ def run_choices(run_config) -> RunChoices:
                       problems=problems)
 
 
-def _setting_problems() -> list[str]:
+def _setting_problems(warehouse: Path) -> list[str]:
     """Settings the code location itself reads from the environment: a bad FLEETSPEND_NIGHTLY_CRON
     stops every dagster command from loading the definitions, and a DAGSTER_HOME that cannot be
-    made every command that opens the instance, so the command names them first."""
+    made every command that opens the instance, so the command names them first; and a run
+    holding `warehouse` for longer than FLEETSPEND_LOCK_WAIT_S, which a new run would wait for
+    only to give up."""
     from pipelines.defs.schedules import nightly_schedule  # schedules imports this module
 
     problems = []
@@ -138,9 +141,12 @@ def _setting_problems() -> list[str]:
     except ValueError as exc:
         problems.append(str(exc))
     try:
-        settings.lock_wait_s()
+        lock_wait_s = settings.lock_wait_s()
     except ValueError as exc:
         problems.append(str(exc))
+    else:
+        if problem := overdue_run(warehouse, lock_wait_s):
+            problems.append(problem)
     # Every dagster command after the preflight (cron's `dagster job execute`) stops with a
     # traceback when DAGSTER_HOME is not an existing folder; made here like the warehouse's.
     # Dagster also refuses a relative one ("must be an absolute path"), whichever folder it names.
@@ -157,7 +163,7 @@ def check_run(warehouse: Path, run_config) -> list[str]:
     """Raise ConfigurationError naming every problem of this run's configuration; else return
     the notes (what-if scenarios the replay will skip on its deployment, and why)."""
     choices = run_choices(run_config)
-    choices = replace(choices, problems=[*_setting_problems(), *choices.problems])
+    choices = replace(choices, problems=[*_setting_problems(warehouse), *choices.problems])
     return preflight(warehouse, settings.reference_dir(), choices,
                      reports_dir=settings.reports_dir(), trace_dir=settings.trace_dir())
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -337,6 +339,37 @@ def test_a_bad_lock_wait_is_named(tmp_path, monkeypatch, capsys, value):
     code, _, err = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 2 and "Traceback" not in err
     assert f"- FLEETSPEND_LOCK_WAIT_S={value!r}: expected a number of seconds >= 0" in err
+
+
+def test_a_run_holding_the_warehouse_past_the_lock_wait_is_named(tmp_path, monkeypatch, capsys):
+    """A hung run holds the writer lock: cron's next run started, waited FLEETSPEND_LOCK_WAIT_S
+    and failed with Dagster's stack trace. The preflight says it in one line before anything
+    waits (and the schedule and the sensor skip their tick with it); a run holding the lock for
+    less than that is a run to wait for, not a problem."""
+    warehouse = tmp_path / "wh" / "w.duckdb"
+    hung = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; "
+         "from pipelines.publish import Workspace; "
+         "Workspace(Path(sys.argv[1]), 'hung').begin(); print('holding', flush=True); "
+         "time.sleep(600)", str(warehouse)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert hung.stdout.readline() == "holding\n"
+        monkeypatch.setenv("FLEETSPEND_LOCK_WAIT_S", "3600")
+        code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+        assert code == 0 and "configuration ok" in out
+        four_hours_ago = time.time() - 4 * 3600
+        os.utime(private_dir(warehouse) / "lock", (four_hours_ago, four_hours_ago))
+        code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    finally:
+        hung.kill()
+        hung.wait(timeout=30)
+    assert code == 2 and "Traceback" not in err
+    assert (f"- warehouse {warehouse}: the run in process {hung.pid} has held its writer lock for "
+            f"4 h 0 min, longer than FLEETSPEND_LOCK_WAIT_S=3600; a run now would wait for it and "
+            f"give up. If it is hung, stop it (kill {hung.pid}) and run again: the lock is freed "
+            f"when it exits") in err
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and "configuration ok" in out   # the hung run gone
 
 
 def test_a_dagster_cron_alias_passes_the_preflight(tmp_path, monkeypatch, capsys):
