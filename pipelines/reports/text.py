@@ -316,7 +316,8 @@ def report_blocks(t: ReportTables, deployment: str,
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
     deployment's come first, before any dollar figure; a what-if fleet's under its table.
     `unserved`: rows of sql/summary_unserved_requests.sql, said in one sentence (unserved_sentence)
-    above the fleet figures."""
+    after the physics caveats and before the headline, a caveat of every dollar figure (the
+    summary names them first too)."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios, skipped = what_if_scenarios(t.what_if)
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS),
@@ -328,11 +329,11 @@ def report_blocks(t: ReportTables, deployment: str,
     return [
         ("h1", "fleetspend report"),
         *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
+        *([("p", left_out)] if left_out else []),
         ("p", "**" + headline(t) + "**"),
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
         ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
         ("h2", "Fleet"),
-        *([("p", left_out)] if left_out else []),
         ("ul", summary_lines(t.fleet_summary)),
         ("h2", "Request shapes by share of spend"),
         ("chart", "pareto"),

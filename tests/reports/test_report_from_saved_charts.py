@@ -58,7 +58,8 @@ def test_report_without_saved_charts_names_what_to_run(copied_run):
 
 def test_report_says_how_many_requests_the_replay_set_aside(copied_run):
     """Requests the deployment cannot serve are in no figure: report.md and report.html say so
-    in one sentence above the fleet figures, which a reader of the report alone saw nowhere."""
+    in one sentence before the headline's dollar figures, which a reader of the report alone saw
+    nowhere."""
     with duckdb.connect(str(copied_run / "w.duckdb")) as conn:
         conn.execute("INSERT INTO unserved_requests VALUES ('t', 'd', 't:9', 900000, 20, 'is long'),"
                      " ('t', 'd', 't:12', 900000, 20, 'is long'), ('u', 'd', 'u:3', 900000, 2, 'too')")
@@ -67,6 +68,6 @@ def test_report_says_how_many_requests_the_replay_set_aside(copied_run):
             " deployment cannot serve them (e.g. t:9, which is long); every figure of this report"
             " leaves them out (`unserved_requests`).")
     md = (copied_run / "reports" / "report.md").read_text()
-    assert md.index("## Fleet") < md.index(said) < md.index("- **AzureLLMInferenceTrace_code**")
+    assert md.index("**Caveat:**") < md.index(said) < md.index("**Decode owns")
     page = (copied_run / "reports" / "report.html").read_text()
     assert "<strong>Left out:</strong> 3 request(s) (t 2, u 1) were set aside" in page

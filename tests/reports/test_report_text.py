@@ -12,6 +12,7 @@ from pipelines.reports.text import (
     chargeback_note,
     headline,
     headline_facts,
+    report_blocks,
     _fmt,
     summary_lines,
     unserved_sentence,
@@ -270,3 +271,28 @@ def test_chargeback_says_its_dollars_leave_out_idle_gpus_and_unnamed_requests():
 def test_chargeback_note_names_a_dimension_no_request_names():
     note = chargeback_note(_chargeback(("tenant", "acme", 8870, 24.35, 100.0)), FLEET)
     assert note.endswith("charged to no one. No request names a model.")
+
+
+def _report_tables(what_if: pl.DataFrame) -> ReportTables:
+    """_tables with the columns report_blocks reads besides the headline's: a one-trace fleet
+    summary line and the stage rows."""
+    t = _tables(what_if)
+    fleet = _summary(0.0123, 0.0456).with_columns(trace=pl.lit("all"), spend_usd=pl.lit(100.0),
+                                                  idle_share=pl.lit(0.3))
+    stages = t.stage_breakdown.with_columns(stage_order=pl.lit(3))
+    return ReportTables(fleet_summary=fleet, shape_spend=t.shape_spend, stage_breakdown=stages,
+                        what_if=what_if, chargeback=t.chargeback,
+                        fleet_timeline_minute=t.fleet_timeline_minute)
+
+
+def test_the_report_says_the_requests_set_aside_before_its_dollar_figures():
+    """The summary names the requests set aside before any dollar figure; the report put its
+    sentence under the Fleet heading, after the headline's $ figures, which a reader acts on
+    without knowing they leave requests out."""
+    blocks = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "d",
+                           caveats=[("baseline", "d: it is off")],
+                           unserved=[("t", 3, "t:9", "is long")])
+    texts = [b[1] if isinstance(b[1], str) else "" for b in blocks]
+    left_out = next(i for i, text in enumerate(texts) if text.startswith("**Left out:**"))
+    first_dollar = next(i for i, text in enumerate(texts) if "$" in text)
+    assert texts.index("**Caveat:** d: it is off") < left_out < first_dollar
