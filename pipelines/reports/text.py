@@ -17,7 +17,7 @@ from pipelines.warehouse import read_table
 SHAPE_COLUMNS = {
     "rank": "#", "shape": "shape", "pct_spend": "% spend", "cum_pct_spend": "cum %",
     "pct_requests": "% requests", "spend_usd": "$", "usd_per_request": "$/request",
-    "usd_per_1m_output_tokens": "$/1M out", "p95_ttft_s": "p95 TTFT s", "p50_tpot_s": "p50 TPOT s",
+    "usd_per_1m_output_tokens": "busy $/1M out", "p95_ttft_s": "p95 TTFT s", "p50_tpot_s": "p50 TPOT s",
     "dominant_stage": "dominant stage", "cost_stage": "cost stage", "bound": "bound",
 }
 STAGE_COLUMNS = {"stage": "stage", "latency_s": "latency s (sum)", "pct_latency": "% latency",
@@ -31,7 +31,7 @@ WHAT_IF_COLUMNS = {
 }
 CHARGEBACK_COLUMNS = {"dimension": "by", "value": "who", "requests": "requests",
                       "spend_usd": "$", "pct_spend": "% spend",
-                      "usd_per_1m_output_tokens": "$/1M out", "p95_ttft_s": "p95 TTFT s"}
+                      "usd_per_1m_output_tokens": "busy $/1M out", "p95_ttft_s": "p95 TTFT s"}
 REPORT_TABLES = ("fleet_summary", "shape_spend", "stage_breakdown", "what_if", "chargeback",
                  "fleet_timeline_minute")
 # Chart stem -> its title in the report; pipelines/reports/charts.py draws them (report_charts).
@@ -122,7 +122,7 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
             f"${s['spend_usd']:,.2f} (idle {100 * s['idle_share']:.1f}% = ${s['idle_usd']:,.2f}); "
             f"TTFT p50/p95 {s['p50_ttft_s']:.3f}/{s['p95_ttft_s']:.3f} s; "
             f"{_tpot_text(s['p50_tpot_s'], s['p95_tpot_s'])}; "
-            f"${s['usd_per_1m_output_tokens']:,.2f} per 1M output tokens"
+            f"${s['usd_per_1m_output_tokens']:,.2f} per 1M output tokens (busy + idle)"
         )
     return lines
 

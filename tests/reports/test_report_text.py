@@ -6,6 +6,8 @@ import polars as pl
 import pytest
 
 from pipelines.reports.text import (
+    CHARGEBACK_COLUMNS,
+    SHAPE_COLUMNS,
     WHAT_IF_COLUMNS,
     WHAT_IF_NOTE,
     ReportTables,
@@ -296,3 +298,13 @@ def test_the_report_says_the_requests_set_aside_before_its_dollar_figures():
     left_out = next(i for i, text in enumerate(texts) if text.startswith("**Left out:**"))
     first_dollar = next(i for i, text in enumerate(texts) if "$" in text)
     assert texts.index("**Caveat:** d: it is off") < left_out < first_dollar
+
+
+def test_the_two_dollars_per_million_output_tokens_say_their_bases():
+    """The shapes table's $/1M out is attributed (busy) spend, the fleet line's includes idle
+    GPUs: the demo's conv trace read $17.61 per 1M output tokens above a table whose top shape
+    read $16.40 "$/1M out", under one label for two bases."""
+    [line] = summary_lines(_summary(0.0123, 0.0456))
+    assert "$12.50 per 1M output tokens (busy + idle)" in line
+    assert SHAPE_COLUMNS["usd_per_1m_output_tokens"] == "busy $/1M out"
+    assert CHARGEBACK_COLUMNS["usd_per_1m_output_tokens"] == "busy $/1M out"
