@@ -24,6 +24,7 @@ from pipelines import settings
 from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
 from pipelines.ingest_folder import duplicate_lines
 from pipelines.reports.text import (
+    BASELINE_ROW_COLUMNS,
     HEADLINE_COLUMNS,
     REPORT_TABLES,
     SHAPE_COLUMNS,
@@ -38,6 +39,7 @@ from pipelines.reports.text import (
     markdown_table,
     summary_lines,
     what_if_scenarios,
+    with_baseline_row,
 )
 from pipelines.warehouse import run_sql
 
@@ -60,7 +62,7 @@ def _union(*parts: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
 READS = _union(
     {table: () for table in REPORT_TABLES},  # ReportTables.read reads each one whole
     {"fleet_summary": SUMMARY_LINE_COLUMNS, "shape_spend": SHAPES_SHOWN,
-     "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN)},
+     "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN, *BASELINE_ROW_COLUMNS)},
     HEADLINE_COLUMNS,
     {"roofline": ("deployment", "caveat"), "request_stages": ("deployment", "scenario"),
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
@@ -236,7 +238,7 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print(STAGES_NOTE + SPEND_NOTE)   # the summary's table has no `bound` column
     print("\n== What-if replays (all shapes) ==")
     scenarios, skipped = what_if_scenarios(tables.what_if)
-    print(markdown_table(scenarios, WHAT_IFS_SHOWN))
+    print(markdown_table(with_baseline_row(scenarios), WHAT_IFS_SHOWN))
     print(WHAT_IF_NOTE)
     if skipped:
         print(f"{SKIPPED_INTRO}\n" + "\n".join(f"- {line}" for line in skipped))

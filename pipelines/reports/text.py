@@ -196,6 +196,24 @@ def what_if_scenarios(what_if: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
             [f"`{r['scenario']}`: {r['skipped']}" for r in skipped.iter_rows(named=True)])
 
 
+# The what_if columns with_baseline_row reads (pipelines/summary.py checks a warehouse has them).
+BASELINE_ROW_COLUMNS = ("baseline_usd", "baseline_p95_ttft_s", "baseline_p95_tpot_s")
+
+
+def with_baseline_row(scenarios: pl.DataFrame) -> pl.DataFrame:
+    """`scenarios` (what_if_scenarios' replayed rows) under a baseline row: its busy $ and p95s,
+    which every Δ is measured against and no scenario row shows; its deltas are empty. No row
+    when no scenario was replayed (no row carries the baseline's figures)."""
+    if not scenarios.height:
+        return scenarios
+    baseline = scenarios.head(1).with_columns(
+        pl.lit("baseline").alias("scenario"), pl.lit("none: Δ is measured against this row").alias("change"),
+        pl.col("baseline_usd").alias("spend_usd"), pl.col("baseline_p95_ttft_s").alias("p95_ttft_s"),
+        pl.col("baseline_p95_tpot_s").alias("p95_tpot_s"),
+        pl.when(False).then(pl.col("^delta_.*$")))   # nulls of each delta's type
+    return pl.concat([baseline, scenarios])
+
+
 # Table -> the columns headline_facts (and best_scenario) read (pipelines/summary.py checks them).
 HEADLINE_COLUMNS = {
     "stage_breakdown": ("shape", "stage", "pct_spend"),
@@ -350,7 +368,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("h2", "What would cut it: what-if replays"),
         ("p", WHAT_IF_NOTE),
         ("chart", "what_if"),
-        ("table", scenarios, WHAT_IF_COLUMNS),
+        ("table", with_baseline_row(scenarios), WHAT_IF_COLUMNS),
         *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),
            ("ul", what_if_caveats)] if what_if_caveats else []),
         *([("p", SKIPPED_INTRO), ("ul", skipped)] if skipped else []),

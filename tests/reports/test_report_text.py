@@ -18,7 +18,9 @@ from pipelines.reports.text import (
     _fmt,
     summary_lines,
     unserved_sentence,
+    table_rows,
     what_if_scenarios,
+    with_baseline_row,
 )
 
 
@@ -74,9 +76,11 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
     1.5 → 1.0 s, the worst trace's own p95 TTFT changing by worst_trace_ttft."""
     return pl.DataFrame({
         "shape": ["all"], "scenario": [scenario], "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
+        "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
         "delta_usd": [delta_usd], "delta_usd_per_day": [24 * delta_usd], "delta_pct": [delta_usd],
         "delta_p95_ttft_s": [-0.5], "delta_p95_tpot_s": [-0.01], "baseline_p95_ttft_s": [1.5],
-        "p95_ttft_s": [1.0], "baseline_fleet_usd": [150.0], "delta_fleet_usd": [delta_fleet_usd],
+        "p95_ttft_s": [1.0], "baseline_p95_tpot_s": [0.05], "p95_tpot_s": [0.04],
+        "baseline_fleet_usd": [150.0], "delta_fleet_usd": [delta_fleet_usd],
         "delta_fleet_usd_per_day": [24 * delta_fleet_usd],
         "worst_trace_delta_p95_ttft_s": [worst_trace_ttft], "worst_trace_delta_p95_tpot_s": [-0.01],
         "skipped": [None]}, schema_overrides={"skipped": pl.Utf8})
@@ -308,3 +312,16 @@ def test_the_two_dollars_per_million_output_tokens_say_their_bases():
     assert "$12.50 per 1M output tokens (busy + idle)" in line
     assert SHAPE_COLUMNS["usd_per_1m_output_tokens"] == "busy $/1M out"
     assert CHARGEBACK_COLUMNS["usd_per_1m_output_tokens"] == "busy $/1M out"
+
+
+def test_the_what_if_table_shows_the_baseline_its_deltas_are_measured_against():
+    """Every row's Δ is against the baseline's busy $ and p95s, which the table never showed:
+    a reader saw tp2-fp8's busy $86.41 and -7.40% but not the $93.31 it is measured from."""
+    replayed, _ = what_if_scenarios(pl.concat([_what_if(-8.0, 0.0, scenario="small"),
+                                               _what_if(-20.0, 0.0, scenario="big")]))
+    rows = table_rows(with_baseline_row(replayed), WHAT_IF_COLUMNS)
+    assert [row[0] for row in rows] == ["baseline", "big", "small"]
+    cells = dict(zip(WHAT_IF_COLUMNS, rows[0], strict=True))
+    assert (cells["spend_usd"], cells["p95_ttft_s"], cells["p95_tpot_s"]) == ("100.00", "1.50", "0.05")
+    assert {cells[c] for c in WHAT_IF_COLUMNS if c.startswith("delta_")} == {"–"}
+    assert with_baseline_row(replayed.clear()).height == 0   # every scenario skipped: no figures
