@@ -218,7 +218,7 @@ def with_baseline_row(scenarios: pl.DataFrame) -> pl.DataFrame:
 HEADLINE_COLUMNS = {
     "stage_breakdown": ("shape", "stage", "pct_spend"),
     "shape_spend": ("rank", "cum_pct_spend", "shape", "pct_spend", "cost_stage", "cost_lever"),
-    "fleet_summary": ("trace", "idle_share", "spend_usd"),
+    "fleet_summary": ("trace", "idle_share", "spend_usd", "span_s"),
     "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "delta_pct",
                 "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s",
                 "baseline_p95_ttft_s", "p95_ttft_s", "delta_fleet_usd_per_day"),
@@ -246,7 +246,7 @@ def headline_facts(t: ReportTables) -> list[Fact]:
     ]
     best = best_scenario(t.what_if)
     if best is not None:
-        facts.append(_lever_fact(best))
+        facts.append(_lever_fact(best, _spans(t.fleet_summary)))
     return facts
 
 
@@ -257,8 +257,19 @@ def _dollars(amount: float) -> str:
     return f"{amount:,.0f}" if abs(amount) >= 10 else _fmt(amount)
 
 
-def _lever_fact(best: dict) -> Fact:
-    """The best lever: the busy-GPU dollars it frees, and what the fleet (busy + idle) costs per
+def _spans(fleet_summary: pl.DataFrame) -> str:
+    """The replayed spans a daily figure is scaled from (each trace's own): "58.5 min", or the
+    range where the traces' spans read differently ("57.5–58.5 min", "57.5 min–6.0 h")."""
+    shortest, longest = (_duration(s) for s in (fleet_summary["span_s"].min(), fleet_summary["span_s"].max()))
+    if shortest == longest:
+        return shortest
+    number, _, unit = shortest.partition(" ")
+    return f"{number if longest.endswith(' ' + unit) else shortest}–{longest}"
+
+
+def _lever_fact(best: dict, spans: str) -> Fact:
+    """The best lever: the busy-GPU dollars it frees per day, and the traffic that day is scaled
+    from (`spans`: an hour's log makes a day's figure), and what the fleet (busy + idle) costs per
     day. Busy dollars are money saved only once the fleet is resized (README "What-if
     scenarios"): a lever that frees them on a fleet of the same GPUs says so, so that its $/day
     is not read as a cut of the bill."""
@@ -271,12 +282,13 @@ def _lever_fact(best: dict) -> Fact:
         pct, precision=2, unique=False, fractional=False, trim="-", sign=True) + "%")
     return Fact(
         f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' ({best['change']}), "
-        f"would cut busy-GPU spend by ${_dollars(-best['delta_usd_per_day'])}/day ({pct_text}), "
+        f"would cut busy-GPU spend by ${_dollars(-best['delta_usd_per_day'])}/day ({pct_text}) "
+        f"scaled from {spans} of traffic, "
         f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
         f"(busy + idle) changes by {bill_text}/day"
         + ("" if resized else ": a fleet of fixed size saves busy dollars only once it is resized"),
         f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day, delta_pct, p95_ttft_s,"
-        f" delta_fleet_usd_per_day")
+        f" delta_fleet_usd_per_day; fleet_summary: span_s")
 
 
 def headline(t: ReportTables) -> str:

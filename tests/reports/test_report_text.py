@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import polars as pl
 import pytest
 
@@ -63,7 +65,8 @@ def _tables(what_if: pl.DataFrame, **first_shape) -> ReportTables:
              "cum_pct_spend": 100.0, "dominant_stage": "decode", "cost_stage": "decode",
              "lever": "batching", "cost_lever": "batching"}
     return ReportTables(
-        fleet_summary=pl.DataFrame({"trace": ["all"], "idle_share": [0.3], "spend_usd": [100.0]}),
+        fleet_summary=pl.DataFrame({"trace": ["t", "all"], "idle_share": [0.3, 0.3],
+                                    "spend_usd": [100.0, 100.0], "span_s": [3600.0, 3600.0]}),
         shape_spend=pl.DataFrame([shape, other]),
         stage_breakdown=pl.DataFrame({"shape": ["all"], "stage": ["decode"], "pct_spend": [80.0]}),
         what_if=what_if, chargeback=pl.DataFrame(), fleet_timeline_minute=pl.DataFrame())
@@ -325,3 +328,15 @@ def test_the_what_if_table_shows_the_baseline_its_deltas_are_measured_against():
     assert (cells["spend_usd"], cells["p95_ttft_s"], cells["p95_tpot_s"]) == ("100.00", "1.50", "0.05")
     assert {cells[c] for c in WHAT_IF_COLUMNS if c.startswith("delta_")} == {"–"}
     assert with_baseline_row(replayed.clear()).height == 0   # every scenario skipped: no figures
+
+
+def test_the_headlines_daily_saving_says_the_span_it_is_scaled_from():
+    """The demo's "$173/day" is 58.5 min of traffic scaled to a day, which only the what-if
+    note said: a planner took it for a measured day. Traces of different spans give the range."""
+    [*_, lever] = headline_facts(_tables(_what_if(-8.0, 0.0)))
+    assert "cut busy-GPU spend by $192/day (-8%) scaled from 60.0 min of traffic, p95" in lever.text
+    t = _tables(_what_if(-8.0, 0.0))
+    for spans, said in (([3450.0, 3510.0], "57.5–58.5 min"), ([3450.0, 6 * 3600.0], "57.5 min–6.0 h")):
+        fleet = t.fleet_summary.with_columns(span_s=pl.Series(spans))
+        [*_, lever] = headline_facts(dataclasses.replace(t, fleet_summary=fleet))
+        assert f"(-8%) scaled from {said} of traffic," in lever.text
