@@ -16,25 +16,31 @@
 --   worst_trace_delta_p95_ttft_s, worst_trace_delta_p95_tpot_s  ('all' rows) the largest change of
 --                      one trace's own p95 (its service's latency): a pooled p95 can improve while
 --                      one trace's gets worse, and the other way round
+--   truncated_requests, truncated_output_pct  the requests whose answer the scenario shortens
+--                      (an output cap: a change of the product, not only of its cost) and the
+--                      share of the baseline's output tokens it does not generate, percent
+--   prefix_cache       the scenario's prefix-cache setting (scenario_fleets): a share is assumed
 --   skipped            why a scenario was not replayed (it cannot apply to the baseline deployment,
 --                      scenario_fleets.skipped): one 'all' row without figures; null otherwise
 CREATE OR REPLACE TABLE what_if AS
 WITH base AS (
-    SELECT trace, request_id, shape, total_usd AS usd, ttft_s, tpot_s FROM request_shapes
+    SELECT trace, request_id, shape, total_usd AS usd, ttft_s, tpot_s, output_tokens, output_tokens AS base_output_tokens
+    FROM request_shapes
 ),
 spans AS (
     SELECT trace, max(finished_s) AS span_s FROM request_stages WHERE scenario = 'baseline' GROUP BY trace
 ),
 scen AS (
-    SELECT s.scenario, s.trace, b.shape, s.gpu_s * f.usd_per_gpu_hour / 3600 AS usd, s.ttft_s, s.tpot_s
+    SELECT s.scenario, s.trace, b.shape, s.gpu_s * f.usd_per_gpu_hour / 3600 AS usd, s.ttft_s, s.tpot_s,
+           s.output_tokens, b.base_output_tokens
     FROM scenario_stages AS s
     JOIN scenario_fleets AS f USING (trace, scenario)
     JOIN base AS b USING (trace, request_id)
 ),
 both_runs AS (
-    SELECT 'baseline' AS run, trace, shape, usd, ttft_s, tpot_s FROM base
+    SELECT 'baseline' AS run, trace, shape, usd, ttft_s, tpot_s, output_tokens, base_output_tokens FROM base
     UNION ALL
-    SELECT scenario AS run, trace, shape, usd, ttft_s, tpot_s FROM scen
+    SELECT scenario AS run, trace, shape, usd, ttft_s, tpot_s, output_tokens, base_output_tokens FROM scen
 ),
 stats AS (
     SELECT
@@ -43,7 +49,9 @@ stats AS (
         count(*) AS requests,
         sum(usd) AS spend_usd,
         quantile_cont(ttft_s, 0.95) AS p95_ttft_s,
-        quantile_cont(tpot_s, 0.95) AS p95_tpot_s
+        quantile_cont(tpot_s, 0.95) AS p95_tpot_s,
+        count(*) FILTER (WHERE output_tokens < base_output_tokens) AS truncated_requests,
+        100 * sum(base_output_tokens - output_tokens) / sum(base_output_tokens) AS truncated_output_pct
     FROM both_runs
     GROUP BY GROUPING SETS ((run, shape), (run))
 ),
@@ -97,7 +105,7 @@ runs AS (
     LEFT JOIN fleet AS fl USING (run)
 ),
 described AS (
-    SELECT DISTINCT scenario, description, change, deployment, skipped FROM scenario_fleets
+    SELECT DISTINCT scenario, description, change, deployment, prefix_cache, skipped FROM scenario_fleets
 ),
 measured AS (
 SELECT
@@ -125,6 +133,9 @@ SELECT
     round(r.fleet_usd_per_day - b.fleet_usd_per_day, 6) + 0.0 AS delta_fleet_usd_per_day,
     w.worst_trace_delta_p95_ttft_s,
     w.worst_trace_delta_p95_tpot_s,
+    r.truncated_requests,
+    r.truncated_output_pct,
+    d.prefix_cache,
     d.skipped
 FROM runs AS r
 JOIN runs AS b ON b.run = 'baseline' AND b.shape = r.shape
@@ -134,6 +145,6 @@ LEFT JOIN shape_spend AS ss ON ss.shape = r.shape
 )
 SELECT * FROM measured
 UNION ALL BY NAME
-SELECT scenario, description, change, deployment, 0 AS rank, 'all' AS shape, skipped
+SELECT scenario, description, change, deployment, 0 AS rank, 'all' AS shape, prefix_cache, skipped
 FROM described WHERE skipped IS NOT NULL
 ORDER BY scenario, rank;

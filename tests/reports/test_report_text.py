@@ -79,14 +79,15 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
     1.5 → 1.0 s, the worst trace's own p95 TTFT changing by worst_trace_ttft."""
     return pl.DataFrame({
         "shape": ["all"], "scenario": [scenario], "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
-        "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
+        "requests": [28_185], "truncated_requests": [0], "truncated_output_pct": [0.0],
+        "prefix_cache": [None], "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
         "delta_usd": [delta_usd], "delta_usd_per_day": [24 * delta_usd], "delta_pct": [delta_usd],
         "delta_p95_ttft_s": [-0.5], "delta_p95_tpot_s": [-0.01], "baseline_p95_ttft_s": [1.5],
         "p95_ttft_s": [1.0], "baseline_p95_tpot_s": [0.05], "p95_tpot_s": [0.04],
         "baseline_fleet_usd": [150.0], "delta_fleet_usd": [delta_fleet_usd],
         "delta_fleet_usd_per_day": [24 * delta_fleet_usd],
         "worst_trace_delta_p95_ttft_s": [worst_trace_ttft], "worst_trace_delta_p95_tpot_s": [-0.01],
-        "skipped": [None]}, schema_overrides={"skipped": pl.Utf8})
+        "skipped": [None]}, schema_overrides={"skipped": pl.Utf8, "prefix_cache": pl.Utf8})
 
 
 def test_a_lever_that_makes_one_traces_p95_worse_is_not_the_headlines():
@@ -340,3 +341,28 @@ def test_the_headlines_daily_saving_says_the_span_it_is_scaled_from():
         fleet = t.fleet_summary.with_columns(span_s=pl.Series(spans))
         [*_, lever] = headline_facts(dataclasses.replace(t, fleet_summary=fleet))
         assert f"(-8%) scaled from {said} of traffic," in lever.text
+
+
+def test_a_lever_that_cuts_answers_says_how_many_it_cuts():
+    """An output cap frees dollars by generating less: the headline named 'output-cap-256'
+    (outputs capped at 256 tokens) as a saving, not as the change of the product it is."""
+    capped = _what_if(-8.0, 0.0, scenario="output-cap-256").with_columns(
+        change=pl.lit("outputs capped at 256 tokens"), truncated_requests=pl.lit(1_234),
+        truncated_output_pct=pl.lit(41.234))
+    [*_, lever] = headline_facts(_tables(capped))
+    assert ("'output-cap-256' (outputs capped at 256 tokens; it cuts 1,234 of 28,185 answers short,"
+            " 41.23% of all output tokens)") in lever.text
+    assert "truncated_requests" in lever.source
+
+
+def test_a_lever_that_rests_on_an_assumed_cache_hit_share_says_so():
+    assumed = _what_if(-8.0, 0.0, scenario="prefix-cache").with_columns(
+        change=pl.lit("an assumed 50% of each prompt served from the prefix cache"),
+        prefix_cache=pl.lit("0.5"))
+    [*_, lever] = headline_facts(_tables(assumed))
+    assert ("'prefix-cache' (an assumed 50% of each prompt served from the prefix cache; the saving"
+            " holds only if the log's traffic hits the cache that often)") in lever.text
+    for setting in (None, "off", "0"):
+        plain = assumed.with_columns(prefix_cache=pl.lit(setting, pl.Utf8))
+        [*_, lever] = headline_facts(_tables(plain))
+        assert "holds only if" not in lever.text

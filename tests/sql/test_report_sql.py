@@ -49,14 +49,15 @@ def conn():
         # One what-if scenario: half the GPU-seconds at the same price, faster first tokens.
         write_table(c, "scenario_stages", pl.DataFrame({
             "trace": ["t", "t"], "scenario": ["s"] * 2, "deployment": ["d+s"] * 2,
-            "request_id": ["a", "b"], "gpu_s": [5.0, 0.5], "ttft_s": [0.1, 1.0],
-            "tpot_s": [0.02, None]}))
+            "request_id": ["a", "b"], "output_tokens": [200, 1], "gpu_s": [5.0, 0.5],
+            "ttft_s": [0.1, 1.0], "tpot_s": [0.02, None]}))
         # ... and one skipped: it cannot apply to the baseline deployment.
         write_table(c, "scenario_fleets", pl.DataFrame({
             "trace": ["t", "t"], "scenario": ["s", "k"], "description": ["half", "fp8"],
             "change": ["replicas 2 → 1", "weights bf16 → fp8"],
             "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
             "idle_gpu_s": [4.5, None], "span_s": [5.1, None],
+            "prefix_cache": pl.Series([None, None], dtype=pl.Utf8),
             "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
         _build_report_tables(c)
         yield c
@@ -334,6 +335,23 @@ def test_what_if_worst_trace_deltas_are_each_traces_own(conn):
     assert rows["worst_trace_delta_p95_ttft_s"][0] == pytest.approx(rows["delta_p95_ttft_s"][0])
     assert rows["worst_trace_delta_p95_tpot_s"][0] == pytest.approx(rows["delta_p95_tpot_s"][0])
     assert rows["worst_trace_delta_p95_ttft_s"][1:].is_null().all()
+
+
+def test_what_if_says_how_many_answers_a_scenario_truncates_and_its_assumed_prefix_share(conn):
+    """An output cap cuts answers (a change of the product, not only of its cost) and a prefix
+    cache share is an assumption: the what_if row says how many requests' answers the scenario
+    shortened and what share of the baseline's output tokens, and the share it assumed, so the
+    headline can say so when it names that lever."""
+    conn.execute("UPDATE scenario_stages SET output_tokens = 50 WHERE request_id = 'a'")
+    conn.execute("UPDATE scenario_fleets SET prefix_cache = '0.5' WHERE scenario = 's'")
+    _build_report_tables(conn)
+    rows = conn.sql("SELECT shape, truncated_requests, truncated_output_pct, prefix_cache"
+                    " FROM what_if WHERE scenario = 's' ORDER BY rank").pl()
+    expected = pl.DataFrame({
+        "shape": ["all", "short prompt / medium answer", "long prompt / one-line answer"],
+        "truncated_requests": [1, 1, 0], "truncated_output_pct": [100 * 150 / 201, 75.0, 0.0],
+        "prefix_cache": ["0.5"] * 3})
+    assert_frame_equal(rows, expected, check_dtypes=False, rel_tol=1e-9)
 
 
 def test_what_if_of_a_scenario_that_changes_nothing_is_zero(conn):
