@@ -1,6 +1,8 @@
 -- The fleet's totals per trace and for all traces together (trace = 'all'), baseline scenario:
 -- spend = GPU-seconds attributed to requests + idle GPU-seconds, both priced;
--- mean_batch = sequences per step while a replica is running (idle time excluded);
+-- mean_batch = sequences per step while a replica is running (idle time excluded), beside the
+-- deployment's max_seqs (a step's limit) and peak_kv_use (the fullest replica-bin's mean share of
+-- its KV cache holding tokens): busy GPUs are not full GPUs;
 -- span_s = the replayed span, trace start to the last token (all: the longest trace's), the
 -- period the spend and GPU-hours are over.
 CREATE OR REPLACE TABLE fleet_summary AS
@@ -32,10 +34,13 @@ fleet AS (
         sum(t.idle_gpu_s) AS idle_gpu_s,
         sum(t.idle_gpu_s * dp.usd_per_gpu_hour / 3600) AS idle_usd,
         sum(t.mean_batch * t.bin_s) / nullif(sum(t.busy_share * t.bin_s), 0) AS mean_batch,
+        max(r.max_seqs) AS max_seqs,
+        max(t.mean_kv_use) AS peak_kv_use,
         sum(t.bin_s) / 3600 AS replica_hours,
         max(t.bin_start_s + t.bin_s) AS span_s
     FROM fleet_timeline AS t
     JOIN deployment_prices AS dp USING (deployment)
+    JOIN roofline AS r USING (deployment)
     WHERE t.scenario = 'baseline'
     GROUP BY GROUPING SETS ((t.trace), ())
 )
@@ -52,6 +57,8 @@ SELECT
     fleet.idle_usd,
     fleet.idle_gpu_s / (req.attributed_gpu_s + fleet.idle_gpu_s) AS idle_share,
     fleet.mean_batch,
+    fleet.max_seqs,
+    fleet.peak_kv_use,
     1e6 * (req.attributed_usd + fleet.idle_usd) / req.output_tokens AS usd_per_1m_output_tokens,
     req.preemptions,
     req.p95_queue_s,

@@ -30,9 +30,9 @@ SQL_TABLES = (
              "Per shape and overall: each stage's share of latency, GPU time and spend"),
     SqlTable("chargeback", ("chargeback",), ("request_costs", "requests"),
              "Attributed spend by model and by tenant (empty when the traces name neither)"),
-    SqlTable("fleet_summary", ("fleet_summary",), ("request_costs", "fleet_timeline"),
+    SqlTable("fleet_summary", ("fleet_summary",), ("request_costs", "fleet_timeline", "roofline"),
              "Totals per trace and overall over the replayed span: tokens, GPU-hours, $ (attributed "
-             "+ idle, idle share), TTFT/TPOT percentiles"),
+             "+ idle, idle share), batch and KV use against their limits, TTFT/TPOT percentiles"),
     SqlTable("fleet_timeline_minute", ("fleet_timeline_minute",), ("request_costs", "fleet_timeline"),
              "The fleet per trace and minute: utilization, sequences, KV use, queue, arrivals, $"),
     SqlTable("what_if", ("what_if",), ("scenario_stages", "scenario_fleets", "shape_spend", "fleet_summary"),

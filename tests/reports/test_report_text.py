@@ -32,7 +32,8 @@ def _summary(p50_tpot_s, p95_tpot_s) -> pl.DataFrame:
         "output_tokens": [3],
         "gpu_hours": [0.1], "spend_usd": [1.0], "idle_share": [0.5], "idle_usd": [0.5],
         "p50_ttft_s": [0.2], "p95_ttft_s": [0.3], "p50_tpot_s": [p50_tpot_s],
-        "p95_tpot_s": [p95_tpot_s], "usd_per_1m_output_tokens": [12.5],
+        "p95_tpot_s": [p95_tpot_s], "usd_per_1m_output_tokens": [12.5], "mean_batch": [9.59],
+        "max_seqs": [256], "peak_kv_use": [0.0318],
     }, schema_overrides={"p50_tpot_s": pl.Float64, "p95_tpot_s": pl.Float64})
 
 
@@ -366,3 +367,10 @@ def test_a_lever_that_rests_on_an_assumed_cache_hit_share_says_so():
         plain = assumed.with_columns(prefix_cache=pl.lit(setting, pl.Utf8))
         [*_, lever] = headline_facts(_tables(plain))
         assert "holds only if" not in lever.text
+
+
+def test_a_fleet_line_says_how_full_its_busy_gpus_are():
+    """"idle 0.3%" read as "the GPUs are full" for the demo's conv trace, which ran batches of
+    9.6 of the 256 sequences a step may hold with its KV cache 3% full at most."""
+    [line] = summary_lines(_summary(0.0123, 0.0456))
+    assert "(idle 50.0% = $0.50; mean batch 9.6 of max 256, peak KV use 3.18%)" in line

@@ -25,7 +25,7 @@ def conn():
             "gpu": ["g"], "provider": ["p"], "plan": ["on-demand"], "usd_per_gpu_hour": [PRICE]}))
         write_table(c, "roofline", pl.DataFrame({
             "deployment": ["d"], "gpu": ["g"], "gpus_per_replica": [2], "replicas": [1],
-            "price_provider": ["p"], "price_plan": ["on-demand"]}))
+            "max_seqs": [256], "price_provider": ["p"], "price_plan": ["on-demand"]}))
         # Two requests: a chat answer (decode-heavy) and a long prompt with a one-token answer.
         write_table(c, "request_stages", pl.DataFrame({
             "trace": ["t", "t"], "scenario": ["baseline"] * 2, "deployment": ["d", "d"],
@@ -177,6 +177,21 @@ def test_fleet_summary_per_replica_and_per_request_columns(conn):
            "p95_e2e_s": [1.55 + 0.95 * 3.6]}
     expected = pl.DataFrame({"trace": ["t", "all"], **{k: v * 2 for k, v in row.items()}})
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
+
+
+def test_fleet_summary_says_how_full_its_busy_gpus_are(conn):
+    """Busy is not full: the demo's conv trace read "idle 0.3%" while it ran batches of 9.6 of
+    the 256 sequences a step may hold, its KV cache 3% full at most. fleet_summary carries the
+    deployment's max_seqs beside mean_batch, and the fullest replica-bin's KV use (here the
+    second replica's 0.3, not the first's 0.1 nor their mean)."""
+    conn.execute("INSERT INTO fleet_timeline BY NAME SELECT trace, scenario, deployment,"
+                 " 1 AS replica, bin_start_s, bin_s, 0.25 AS busy_share, 3.0 AS mean_batch,"
+                 " 0.3 AS mean_kv_use, 0.0 AS mean_queue, 5.0 AS busy_gpu_s, 15.0 AS idle_gpu_s"
+                 " FROM fleet_timeline")
+    run_sql(conn, "fleet_summary")
+    got = conn.sql("SELECT trace, max_seqs, peak_kv_use FROM fleet_summary").pl()
+    expected = pl.DataFrame({"trace": ["t", "all"], "max_seqs": [256, 256], "peak_kv_use": [0.3, 0.3]})
+    assert_frame_equal(got, expected, check_dtypes=False)
 
 
 def test_stage_breakdown_overall(conn):
