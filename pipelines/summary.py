@@ -1,5 +1,6 @@
-"""`python -m pipelines.summary`: print the fleet summary, the top request shapes and the what-if
-savings from the warehouse (read-only), and say where the warehouse and the report files are.
+"""`python -m pipelines.summary`: print the fleet summary, the top request shapes, the what-if
+savings and the top of the chargeback from the warehouse (read-only), and say where the
+warehouse and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
 leave them out), then those it read with no usable row and those with another's content (counted
 twice), and the requests the replay set aside as unservable, then the physics caveats of what it
@@ -19,12 +20,14 @@ from datetime import timezone
 from pathlib import Path
 
 import duckdb
+import polars as pl
 
 from pipelines import settings
 from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
 from pipelines.ingest_folder import duplicate_lines
 from pipelines.reports.text import (
     BASELINE_ROW_COLUMNS,
+    CHARGEBACK_COLUMNS,
     HEADLINE_COLUMNS,
     REPORT_TABLES,
     SHAPE_COLUMNS,
@@ -35,6 +38,7 @@ from pipelines.reports.text import (
     WHAT_IF_COLUMNS,
     WHAT_IF_NOTE,
     ReportTables,
+    chargeback_note,
     headline,
     markdown_table,
     summary_lines,
@@ -47,6 +51,7 @@ from pipelines.warehouse import run_sql
 SHAPES_SHOWN = {k: v for k, v in SHAPE_COLUMNS.items()
                 if k not in ("cum_pct_spend", "bound", "usd_per_1m_output_tokens", "lever", "cost_lever")}
 WHAT_IFS_SHOWN = {k: v for k, v in WHAT_IF_COLUMNS.items() if k != "change"}
+CHARGEBACK_ROWS = 5   # the top rows of each dimension the summary prints (all: the report)
 
 
 def _union(*parts: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
@@ -64,6 +69,8 @@ READS = _union(
     {"fleet_summary": SUMMARY_LINE_COLUMNS, "shape_spend": SHAPES_SHOWN,
      "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN, *BASELINE_ROW_COLUMNS)},
     HEADLINE_COLUMNS,
+    {"chargeback": CHARGEBACK_COLUMNS,
+     "fleet_summary": ("requests", "attributed_usd", "idle_usd", "spend_usd")},  # chargeback_note
     {"roofline": ("deployment", "caveat"), "request_stages": ("deployment", "scenario"),
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
     {"trace_files": ("file", "rows_accepted", "ingested_at", "sha256"),
@@ -242,11 +249,25 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print(WHAT_IF_NOTE)
     if skipped:
         print(f"{SKIPPED_INTRO}\n" + "\n".join(f"- {line}" for line in skipped))
+    _print_chargeback(tables)
     print("\n" + headline(tables))
     reports = settings.reports_dir()
     shell = Path(sys.executable).with_name("duckdb")
     print(f"\nWarehouse: {path}\n  query it: {shell} -readonly {path} \"FROM shape_spend LIMIT 5\"")
     print(f"Reports:   {reports / 'report.html'}, {reports / 'report.md'} (charts beside them)")
+
+
+def _print_chargeback(tables: ReportTables) -> None:
+    """The top rows of the chargeback (busy-GPU spend by model and by tenant) and what it leaves
+    out: whoever splits the bill by team read it only in the report. Nothing when the traces
+    name no model or tenant (the report says so; here it would be a line of no figures)."""
+    if not tables.chargeback.height:
+        return
+    top = (tables.chargeback.sort(["dimension", "spend_usd", "value"], descending=[False, True, False])
+           .filter(pl.int_range(pl.len()).over("dimension") < CHARGEBACK_ROWS))
+    print(f"\n== Chargeback: busy-GPU spend by model and tenant (top {CHARGEBACK_ROWS} of each) ==")
+    print(markdown_table(top, CHARGEBACK_COLUMNS))
+    print(chargeback_note(tables.chargeback, tables.fleet_summary))
 
 
 def run() -> int:

@@ -317,6 +317,27 @@ def test_summary_names_requests_the_replay_set_aside(demo_run, tmp_path, monkeyp
     assert out.index("set aside") < out.index("$")
 
 
+def test_summary_prints_the_top_of_the_chargeback(demo_run, tmp_path, monkeypatch, capsys):
+    """Whoever splits the bill by model or tenant read it only in the report: the summary prints
+    the top rows of each dimension with what the table leaves out (idle GPUs, requests that
+    name no one), and nothing where the traces name no one (the demo)."""
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, lambda conn: None)
+    assert "Chargeback" not in out
+
+    def name_tenants(conn):
+        conn.execute("INSERT INTO chargeback (dimension, value, requests, spend_usd, pct_spend,"
+                     " usd_per_1m_output_tokens, p95_ttft_s) SELECT 'tenant', 't' || i, 10, i,"
+                     " i, 1.0, 0.5 FROM range(1, 8) AS r(i)")
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, name_tenants)
+    table = out[out.index("== Chargeback"):out.index("\n\n", out.index("== Chargeback"))]
+    assert table.startswith("== Chargeback: busy-GPU spend by model and tenant (top 5 of each) ==\n")
+    assert [line.split(" | ")[1] for line in table.splitlines() if line.startswith("| tenant")] == [
+        "t7", "t6", "t5", "t4", "t3"]
+    assert "its idle GPU time ($49.48) is charged to no one" in table
+    assert "28,115 requests name no tenant" in table and "No request names a model." in table
+    assert out.index("== Chargeback") < out.index("Decode owns")
+
+
 def test_summary_piped_into_head_ends_without_a_traceback(demo_run, tmp_path):
     """`python -m pipelines.summary | head` closes the pipe after a line: the summary died with
     a BrokenPipeError traceback. (Here 3,000 new files of the warehouse's folder make a summary
