@@ -272,17 +272,20 @@ def _spans(fleet_summary: pl.DataFrame) -> str:
     return f"{number if longest.endswith(' ' + unit) else shortest}–{longest}"
 
 
-def _product_change(best: dict) -> str:
-    """What a lever changes beyond the cost, said with its name: an output cap frees dollars by
-    cutting answers short (how many, and how much of their text), and an assumed prefix-cache
-    hit share (scenarios.csv's prefix-cache) is a saving only if the traffic hits that often."""
+def _product_change(best: dict) -> list[tuple[str, str]]:
+    """What a lever changes beyond the cost, said with its name, each with the what_if columns
+    it comes from: an output cap frees dollars by cutting answers short (how many, and how much
+    of the text), and an assumed prefix-cache hit share (scenarios.csv's prefix-cache) is a
+    saving only if the traffic hits that often."""
     parts = []
     if best["truncated_requests"]:
-        parts.append(f"it cuts {best['truncated_requests']:,} of {best['requests']:,} answers short,"
-                     f" {_fmt(best['truncated_output_pct'])}% of all output tokens")
+        parts.append((f"it cuts {best['truncated_requests']:,} of {best['requests']:,} answers short,"
+                      f" {_fmt(best['truncated_output_pct'])}% of all output tokens",
+                      "truncated_requests, truncated_output_pct"))
     if best["prefix_cache"] not in (None, "off") and float(best["prefix_cache"]) > 0:
-        parts.append("the saving holds only if the log's traffic hits the cache that often")
-    return "".join(f"; {part}" for part in parts)
+        parts.append(("the saving holds only if the log's traffic hits the cache that often",
+                      "prefix_cache"))
+    return parts
 
 
 def _lever_fact(best: dict, spans: str) -> Fact:
@@ -298,16 +301,18 @@ def _lever_fact(best: dict, spans: str) -> Fact:
     # -0.3 is -0.3%, not -0%; -0.00004 is -0.00004%, not -4e-05%
     pct_text = (f"{pct:+.0f}%" if abs(pct) >= 0.5 else np.format_float_positional(
         pct, precision=2, unique=False, fractional=False, trim="-", sign=True) + "%")
+    changes = _product_change(best)
     return Fact(
         f"the best lever that keeps every trace's p95 latency no worse, '{best['scenario']}' "
-        f"({best['change']}{_product_change(best)}), "
+        f"({best['change']}{''.join(f'; {text}' for text, _ in changes)}), "
         f"would cut busy-GPU spend by ${_dollars(-best['delta_usd_per_day'])}/day ({pct_text}) "
         f"scaled from {spans} of traffic, "
         f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
         f"(busy + idle) changes by {bill_text}/day"
         + ("" if resized else ": a fleet of fixed size saves busy dollars only once it is resized"),
         f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day, delta_pct, p95_ttft_s,"
-        f" delta_fleet_usd_per_day, truncated_requests, prefix_cache; fleet_summary: span_s")
+        f" delta_fleet_usd_per_day{''.join(f', {columns}' for _, columns in changes)};"
+        f" fleet_summary: span_s")
 
 
 def headline(t: ReportTables) -> str:
