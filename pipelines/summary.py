@@ -5,7 +5,9 @@ Trace files the last ingest could not read come first (the figures show their pr
 leave them out), then those it read with no usable row and those with another's content (counted
 twice), and the requests the replay set aside as unservable, then the physics caveats of what it
 prices, before any dollar figure (the report puts a what-if fleet's under its table; here every
-caveat leads, a what-if one named as such).
+caveat leads, a what-if one named as such), then what the on-demand calibration found, when it
+has run: per trace, its deployment, whether that deployment can have served the log, the fitted
+factors and the held-out errors against the shape-median baseline.
 Before reading, it checks the warehouse has every table and column it reads (`READS`), so a
 warehouse an older release built gets one line naming what it lacks, not a traceback halfway
 through."""
@@ -79,6 +81,9 @@ READS = _union(
      "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
     {"trace_files": ("sha256", "file", "rows_read")},  # sql/duplicate_trace_files.sql
     {"unserved_requests": ("trace", "request_id", "reason")},  # sql/summary_unserved_requests.sql
+    {"calibration": ("trace", "deployment", "implausible", "parameter", "before", "after"),
+     "calibration_errors": ("trace", "shape", "split", "metric", "observations", "error_before",
+                            "error_after", "error_baseline")},  # sql/summary_calibration.sql
 )
 
 
@@ -158,10 +163,12 @@ def main(top: int = 10) -> int:
             unusable = run_sql(conn, "summary_unusable_files").fetchall()
             duplicates = duplicate_lines(conn)
             unserved = run_sql(conn, "summary_unserved_requests").fetchall()
+            calibrated = run_sql(conn, "summary_calibration").fetchall()
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
-    _print_summary(path, tables, caveats, ingested, failed, unusable, duplicates, unserved, top)
+    _print_summary(path, tables, caveats, ingested, failed, unusable, duplicates, unserved,
+                   calibrated, top)
     return 0
 
 
@@ -192,6 +199,35 @@ def _unusable_lines(unusable: list[tuple]) -> list[str]:
             for file, rows, line, reason in unusable]
 
 
+def _pct(x: float | None) -> str:
+    """A share as a percentage; n/a for none (null or NaN: a group with no observation)."""
+    return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
+
+
+def _held_out_line(e: dict) -> str:
+    """A held-out error of sql/summary_calibration.sql, and whether it beats its baseline: the
+    README prices with fitted factors only where it does."""
+    beaten = e["after"] is None or e["baseline"] is None or e["after"] < e["baseline"]
+    return (f"  held-out {e['metric']} ({e['observations']:,} observed): median error"
+            f" {_pct(e['before'])} → {_pct(e['after'])}, shape-median baseline {_pct(e['baseline'])}"
+            + ("" if beaten else " (not below it: the model explains nothing of the per-request spread)"))
+
+
+def _calibration_lines(calibrated: list[tuple]) -> list[str]:
+    """One item per row of sql/summary_calibration.sql. Why the deployment cannot have served
+    the log comes first, one reason a line: such a fit's factors say nothing of the fleet,
+    however good its errors look. The errors are the held-out half's, beside the shape-median
+    baseline a model must beat to explain anything per request (docs/physics.md section 6)."""
+    lines = []
+    for trace, deployment, implausible, factors, errors in calibrated:
+        lines.append(f"- {trace}, fitted on {deployment}:")
+        lines += [f"  IMPLAUSIBLE: {reason}" for reason in (implausible or "").splitlines()]
+        lines.append("  " + ", ".join(f"{f['parameter']} {f['before']:.4g} → {f['after']:.4g}"
+                                      for f in factors))
+        lines += [_held_out_line(e) for e in errors or ()]
+    return lines
+
+
 def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
     """Trace files of the folder the warehouse mirrors that it neither holds nor names as failed:
     added since the last ingest. The folder is the one its files came from, not
@@ -205,7 +241,8 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
 
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
                    ingested: set[str], failed: list[tuple], unusable: list[tuple],
-                   duplicates: list[str], unserved: list[tuple], top: int) -> None:
+                   duplicates: list[str], unserved: list[tuple], calibrated: list[tuple],
+                   top: int) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one."""
     if failed:
@@ -238,6 +275,11 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     if caveats:
         print("\n== Physics caveats (docs/physics.md section 5) ==")
         print("\n".join(f"- {text}" for _, text in caveats))
+    if calibrated:
+        print(f"\n== Calibration on observed latencies: {len(calibrated)} trace(s) ==")
+        print("\n".join(_calibration_lines(calibrated)))
+        print("(catalog → fitted; the figures below keep the catalog's factors. Per shape: FROM"
+              " calibration_errors; outlying observations: the calibration asset's metadata)")
     print("\n== Fleet summary ==")
     print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
     print(f"\n== Top {top} request shapes by share of spend ==")

@@ -338,6 +338,41 @@ def test_summary_prints_the_top_of_the_chargeback(demo_run, tmp_path, monkeypatc
     assert out.index("== Chargeback") < out.index("Decode owns")
 
 
+def test_summary_says_what_the_calibration_found(demo_run, tmp_path, monkeypatch, capsys):
+    """The calibration runs on demand and its tables were in the warehouse only: the summary
+    said nothing of it. Per calibrated trace it now names the deployment, why that deployment
+    cannot have served the log, each factor before -> after and the held-out errors beside the
+    shape-median baseline, after the problems and before any dollar figure."""
+    reason = "step_overhead_s was fitted to 0.9999, at its bound: d cannot explain the log without it"
+
+    def calibrate(conn):
+        assert scalar(conn, "SELECT count(*) FROM calibration") == 0  # the demo has no observations
+        conn.execute("INSERT INTO calibration VALUES"
+                     " ('t', 'd', 'compute_efficiency', 0.65, 0.5, false, ?),"
+                     " ('t', 'd', 'step_overhead_s', 0.0012, 0.9999, true, ?)",
+                     [f"{reason}\nthe second reason", f"{reason}\nthe second reason"])
+        conn.execute("INSERT INTO calibration_errors VALUES"
+                     " ('t', 'd', 'all', 'held_out', 'ttft', 26, 0.13, 0.42, 0.078, 0.43, 0.05, 0.147),"
+                     " ('t', 'd', 'all', 'held_out', 'e2e', 26, 13.4, 0.065, 0.30, 0.06, 0.02, 0.248),"
+                     " ('t', 'd', 'all', 'fit', 'ttft', 26, 0.13, 0.9, 0.9, 0.9, 0.9, 0.9),"
+                     " ('t', 'd', 'long', 'held_out', 'ttft', 3, 0.13, 0.9, 0.9, 0.9, 0.9, 0.9)")
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, calibrate)
+    assert ("\n== Calibration on observed latencies: 1 trace(s) ==\n- t, fitted on d:\n"
+            f"  IMPLAUSIBLE: {reason}\n  IMPLAUSIBLE: the second reason\n"
+            "  compute_efficiency 0.65 → 0.5, step_overhead_s 0.0012 → 0.9999\n"
+            "  held-out ttft (26 observed): median error 42.0% → 7.8%, shape-median baseline 14.7%\n"
+            "  held-out e2e (26 observed): median error 6.5% → 30.0%, shape-median baseline 24.8%"
+            " (not below it: the model explains nothing of the per-request spread)\n") in out
+    assert out.index("Physics caveats") < out.index("Calibration on") < out.index("$")
+
+
+def test_summary_says_nothing_of_a_calibration_never_run(demo_conn, demo_run, monkeypatch, capsys):
+    assert scalar(demo_conn, "SELECT count(*) FROM calibration") == 0
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(demo_run / "warehouse" / "fleetspend.duckdb"))
+    assert summary.main() == 0
+    assert "alibration" not in capsys.readouterr().out
+
+
 def test_summary_piped_into_head_ends_without_a_traceback(demo_run, tmp_path):
     """`python -m pipelines.summary | head` closes the pipe after a line: the summary died with
     a BrokenPipeError traceback. (Here 3,000 new files of the warehouse's folder make a summary
