@@ -158,6 +158,21 @@ PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops"
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
 
+# The words of a model name, to match a log's (requests.model) with the catalog's: lower-case
+# runs of letters, and numbers with their unit ("70b", "8x"), so that "Llama-2-70b-chat-hf",
+# "llama2-70b-4096" and "meta.llama2-70b-chat-v1" all read llama, 2, 70b, ...
+NAME_WORDS = re.compile(r"[a-z]+|[0-9]+[a-z]*")
+
+
+def _words(name: str) -> tuple[str, ...]:
+    return tuple(NAME_WORDS.findall(name.lower()))
+
+
+def _holds(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
+    """Whether `part` is a run of consecutive `words`."""
+    return any(words[i:i + len(part)] == part for i in range(len(words) - len(part) + 1))
+
+
 class CatalogError(ValueError):
     """A catalog file or a requested name is wrong; the message says which and what was expected."""
 
@@ -190,6 +205,20 @@ class Catalog:
     @property
     def deployment_names(self) -> list[str]:
         return self.deployments["deployment"].to_list()
+
+    def model_named(self, name: str) -> str | None:
+        """The catalog model a log's model name names, or None where it names none for sure. A
+        catalog model is named when its words (NAME_WORDS) run consecutively in the log's name
+        (a provider's prefix and a "-chat-hf" suffix around them change nothing); of several,
+        the one of most words ("llama-2-7b-32k" over "llama-2-7b"), and none on a tie. A name
+        that spells the model otherwise ("llama-v2-70b-chat") names none: a wrong match would
+        call a right deployment wrong, a missed one only says nothing."""
+        words = _words(name)
+        named = sorted(((len(_words(model)), model) for model in self.models["model"]
+                        if _words(model) and _holds(words, _words(model))), reverse=True)
+        if not named or (len(named) > 1 and named[0][0] == named[1][0]):
+            return None
+        return named[0][1]
 
     def deployment(self, name: str) -> Deployment:
         """The named deployment of deployments.csv, with its physics resolved; a row that does

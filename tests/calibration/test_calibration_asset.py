@@ -223,6 +223,33 @@ def test_an_implausible_fit_says_so_in_the_calibration_table(tmp_path):
     assert "faster than splitwise-70b-a100-tp2" in rows["burstgpt-scale100"]
 
 
+def test_a_log_that_names_another_model_than_the_deployments_is_implausible(tmp_path):
+    """requests.model was never compared with the deployment's model: a log naming Llama-2-70B
+    fitted on a 1B deployment reported a plausible fit. A name the catalog places on another
+    model is now a reason in the table and the metadata; the deployment's own model under a
+    provider's name, and a name the catalog cannot place, are not."""
+    names = {"burstgpt-scale100": "meta-llama/Llama-2-70b-chat-hf",
+             "burstgpt-scale1000": "meta-llama/Llama-3.2-1B-Instruct"}
+    requests = _requests(True).with_columns(model=pl.col("trace").replace_strict(names))
+    requests = requests.with_columns(model=pl.when(pl.col("request_id") == requests["request_id"][0])
+                                     .then(pl.lit("gpt-4")).otherwise("model"))
+    result, warehouse = _materialize(tmp_path, requests, {
+        "deployments": {"burstgpt-scale100": DEPLOYMENT, "burstgpt-scale1000": DEPLOYMENT},
+        "fit_metrics": ["ttft"]})
+    assert result.success
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        rows = dict(conn.sql("SELECT trace, any_value(implausible) FROM calibration"
+                             " GROUP BY trace").fetchall())
+    total = requests.filter(pl.col("trace") == "burstgpt-scale100").height
+    reason = (f"the log names model 'meta-llama/Llama-2-70b-chat-hf' (llama-2-70b in the catalog)"
+              f" on {total - 1:,} of its {total:,} requests, and {DEPLOYMENT} serves llama-3.2-1b:"
+              f" the log was served by another model")
+    assert rows == {"burstgpt-scale100": reason, "burstgpt-scale1000": None}
+    metadata = {m.asset_key.to_user_string(): m.metadata
+                for m in result.asset_materializations_for_node("calibrated")}
+    assert metadata["calibration"]["implausible_fits"].value == f"- burstgpt-scale100: {reason}"
+
+
 def test_candidates_keep_the_deployment_that_served_the_log(tmp_path):
     """Offered the 70B on two A100s and the 1B card that really served it, the asset keeps the
     1B card's fit and lists both candidates with the reason the other was ruled out."""

@@ -833,3 +833,19 @@ def test_a_deployment_whose_weights_leave_no_kv_room_is_named_once(copied):
     text = str(info.value)
     assert text.startswith(f"{deployments}, deployment 'azure-2023-70b-h100': ")
     assert text.count("deployment 'azure-2023-70b-h100'") == 1
+
+
+@pytest.mark.parametrize("name, model", [
+    ("meta-llama/Llama-2-70b-chat-hf", "llama-2-70b"),      # LLMPerf's names of the model
+    ("meta.llama2-70b-chat-v1", "llama-2-70b"),
+    ("llama2-70b-4096", "llama-2-70b"),
+    ("meta/llama-2-7b-chat:13c3cdee13ee059ab779f0291d29054dab00a47dad8261375654de5540165fb0", "llama-2-7b"),
+    ("deepseek-ai/deepseek-coder-6.7b-instruct", "deepseek-coder-6.7b"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"),
+    ("accounts/fireworks/models/llama-v2-70b-chat", None),  # spelt otherwise: no guess
+    ("meta-llama/Llama-3.3-70B-Instruct", None),            # not llama-3.1-70b by name
+    ("meta-llama/Llama-3.2-11B-Vision", None),              # not llama-3.2-1b
+    ("gpt-4", None),
+])
+def test_a_logs_model_name_names_a_catalog_model_only_for_sure(catalog, name, model):
+    assert catalog.model_named(name) == model
