@@ -81,7 +81,8 @@ READS = _union(
      "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
     {"trace_files": ("sha256", "file", "rows_read")},  # sql/duplicate_trace_files.sql
     {"unserved_requests": ("trace", "request_id", "reason")},  # sql/summary_unserved_requests.sql
-    {"calibration": ("trace", "deployment", "implausible", "parameter", "before", "after"),
+    {"calibration": ("trace", "deployment", "implausible", "outliers", "parameter", "before",
+                     "after"),
      "calibration_errors": ("trace", "shape", "split", "metric", "observations", "error_before",
                             "error_after", "error_baseline")},  # sql/summary_calibration.sql
 )
@@ -216,12 +217,15 @@ def _held_out_line(e: dict) -> str:
 def _calibration_lines(calibrated: list[tuple]) -> list[str]:
     """One item per row of sql/summary_calibration.sql. Why the deployment cannot have served
     the log comes first, one reason a line: such a fit's factors say nothing of the fleet,
-    however good its errors look. The errors are the held-out half's, beside the shape-median
-    baseline a model must beat to explain anything per request (docs/physics.md section 6)."""
+    however good its errors look; then the observations the robust fit discounted without a
+    word (a TTFT of 5,000 s), which good medians hide. The errors are the held-out half's,
+    beside the shape-median baseline a model must beat to explain anything per request
+    (docs/physics.md section 6)."""
     lines = []
-    for trace, deployment, implausible, factors, errors in calibrated:
+    for trace, deployment, implausible, outliers, factors, errors in calibrated:
         lines.append(f"- {trace}, fitted on {deployment}:")
         lines += [f"  IMPLAUSIBLE: {reason}" for reason in (implausible or "").splitlines()]
+        lines += [f"  outliers: {sentence}" for sentence in (outliers or "").splitlines()]
         lines.append("  " + ", ".join(f"{f['parameter']} {f['before']:.4g} → {f['after']:.4g}"
                                       for f in factors))
         lines += [_held_out_line(e) for e in errors or ()]
@@ -279,7 +283,7 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print(f"\n== Calibration on observed latencies: {len(calibrated)} trace(s) ==")
         print("\n".join(_calibration_lines(calibrated)))
         print("(catalog → fitted; the figures below keep the catalog's factors. Per shape: FROM"
-              " calibration_errors; outlying observations: the calibration asset's metadata)")
+              " calibration_errors)")
     print("\n== Fleet summary ==")
     print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
     print(f"\n== Top {top} request shapes by share of spend ==")

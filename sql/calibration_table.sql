@@ -13,5 +13,9 @@ CREATE TABLE IF NOT EXISTS calibration (
     at_bound   BOOLEAN,
     -- why the deployment cannot have served the log (Calibration.warnings, one per line, as in
     -- the asset's implausible_fits metadata); null for a plausible fit
-    implausible VARCHAR
+    implausible VARCHAR,
+    -- per fitted metric with any, the observations more than 10 x off the fitted prediction: how
+    -- many, and the worst (Calibration.outliers, one per line, as in the asset's
+    -- outlying_observations metadata); null where there is none
+    outliers    VARCHAR
 );

@@ -1,10 +1,11 @@
 -- Per calibrated trace (the calibration asset, on demand): the deployment it was fitted on, why
--- that deployment cannot have served the log (null for a plausible fit), each factor before ->
+-- that deployment cannot have served the log (null for a plausible fit), the observations far
+-- off the fitted prediction (null for none), each factor before ->
 -- after, and per observed metric the held-out half's median per-request error before -> after
 -- beside the shape-median baseline (what a lookup table of the log itself achieves). No rows
 -- before calibration first runs: the summary then says nothing of it.
 WITH fits AS (
-    SELECT trace, deployment, any_value(implausible) AS implausible,
+    SELECT trace, deployment, any_value(implausible) AS implausible, any_value(outliers) AS outliers,
            list({'parameter': parameter, 'before': before, 'after': after} ORDER BY parameter)
                AS factors
     FROM calibration
@@ -17,7 +18,7 @@ WITH fits AS (
     WHERE shape = 'all' AND split = 'held_out'
     GROUP BY trace
 )
-SELECT f.trace, f.deployment, f.implausible, f.factors, h.errors
+SELECT f.trace, f.deployment, f.implausible, f.outliers, f.factors, h.errors
 FROM fits AS f
 LEFT JOIN held_out AS h USING (trace)
 ORDER BY f.trace;

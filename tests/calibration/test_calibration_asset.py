@@ -129,13 +129,17 @@ def test_absurd_observations_are_named_in_the_metadata(tmp_path):
     absurd = requests.sort("arrival_s")["request_id"][0]
     requests = requests.with_columns(observed_ttft_s=pl.when(pl.col("request_id") == absurd)
                                      .then(5000.0).otherwise("observed_ttft_s"))
-    result, _ = _materialize(tmp_path, requests, {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"]})
+    result, warehouse = _materialize(tmp_path, requests, {"deployment": DEPLOYMENT, "fit_metrics": ["ttft"]})
     by_key = {m.asset_key.to_user_string(): m.metadata
               for m in result.asset_materializations_for_node("calibrated")}
     outliers = by_key["calibration"]["outlying_observations"].value
     assert outliers.startswith("- burstgpt-scale1000: 1 of 113 observed ttft are more than 10×")
     assert f"request {absurd}: observed 5000 s" in outliers
     assert by_key["calibration"]["implausible_fits"].value == "none"
+    # in the table too, which the summary reads: the metadata was the only place
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert {row for (row,) in conn.sql("SELECT outliers FROM calibration").fetchall()} == {
+            outliers.removeprefix("- burstgpt-scale1000: ")}
 
 
 def test_a_calibration_table_of_other_columns_is_recreated(tmp_path):

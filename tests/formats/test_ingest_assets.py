@@ -106,7 +106,7 @@ def test_calibration_tables_exist_empty_before_calibration_runs(inbox, tmp_path)
     assert query(warehouse, "SELECT column_name FROM information_schema.columns"
                             " WHERE table_name = 'calibration' ORDER BY ordinal_position") == [
         ("trace",), ("deployment",), ("parameter",), ("before",), ("after",), ("at_bound",),
-        ("implausible",)]
+        ("implausible",), ("outliers",)]
 
 
 def test_changed_file_is_replaced_not_added(inbox, tmp_path):
@@ -415,7 +415,7 @@ def test_calibration_tables_of_an_older_shape_are_recreated_empty(inbox, tmp_pat
     assert query(warehouse, "SELECT count(*) FROM calibration") == [(0,)]
     assert [c for (c,) in query(warehouse, "SELECT column_name FROM information_schema.columns"
                                            " WHERE table_name = 'calibration'")] == [
-        "trace", "deployment", "parameter", "before", "after", "at_bound", "implausible"]
+        "trace", "deployment", "parameter", "before", "after", "at_bound", "implausible", "outliers"]
     assert query(warehouse, "SELECT trace FROM calibration_errors") == [(trace,)]
 
 

@@ -342,15 +342,17 @@ def test_summary_says_what_the_calibration_found(demo_run, tmp_path, monkeypatch
     """The calibration runs on demand and its tables were in the warehouse only: the summary
     said nothing of it. Per calibrated trace it now names the deployment, why that deployment
     cannot have served the log, each factor before -> after and the held-out errors beside the
-    shape-median baseline, after the problems and before any dollar figure."""
+    shape-median baseline, after the problems and before any dollar figure; and the outlying
+    observations, which were in the asset's metadata only."""
     reason = "step_overhead_s was fitted to 0.9999, at its bound: d cannot explain the log without it"
+    outliers = "1 of 52 observed ttft are more than 10× off the fitted prediction"
 
     def calibrate(conn):
         assert scalar(conn, "SELECT count(*) FROM calibration") == 0  # the demo has no observations
+        why, far = f"{reason}\nthe second reason", f"{outliers}\nand e2e"
         conn.execute("INSERT INTO calibration VALUES"
-                     " ('t', 'd', 'compute_efficiency', 0.65, 0.5, false, ?),"
-                     " ('t', 'd', 'step_overhead_s', 0.0012, 0.9999, true, ?)",
-                     [f"{reason}\nthe second reason", f"{reason}\nthe second reason"])
+                     " ('t', 'd', 'compute_efficiency', 0.65, 0.5, false, ?, ?),"
+                     " ('t', 'd', 'step_overhead_s', 0.0012, 0.9999, true, ?, ?)", [why, far, why, far])
         conn.execute("INSERT INTO calibration_errors VALUES"
                      " ('t', 'd', 'all', 'held_out', 'ttft', 26, 0.13, 0.42, 0.078, 0.43, 0.05, 0.147),"
                      " ('t', 'd', 'all', 'held_out', 'e2e', 26, 13.4, 0.065, 0.30, 0.06, 0.02, 0.248),"
@@ -359,6 +361,7 @@ def test_summary_says_what_the_calibration_found(demo_run, tmp_path, monkeypatch
     out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, calibrate)
     assert ("\n== Calibration on observed latencies: 1 trace(s) ==\n- t, fitted on d:\n"
             f"  IMPLAUSIBLE: {reason}\n  IMPLAUSIBLE: the second reason\n"
+            f"  outliers: {outliers}\n  outliers: and e2e\n"
             "  compute_efficiency 0.65 → 0.5, step_overhead_s 0.0012 → 0.9999\n"
             "  held-out ttft (26 observed): median error 42.0% → 7.8%, shape-median baseline 14.7%\n"
             "  held-out e2e (26 observed): median error 6.5% → 30.0%, shape-median baseline 24.8%"

@@ -27,7 +27,7 @@ from pipelines.warehouse import read_table, run_sql
 # declare them (the ingest creates them empty, before calibration first runs).
 PARAMETER_SCHEMA = {"trace": pl.String, "deployment": pl.String, "parameter": pl.String,
                     "before": pl.Float64, "after": pl.Float64, "at_bound": pl.Boolean,
-                    "implausible": pl.String}
+                    "implausible": pl.String, "outliers": pl.String}
 ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,
                 "split": pl.String, "metric": pl.String, "observations": pl.Int64,
                 "median_observed_s": pl.Float64, "error_before": pl.Float64,
@@ -162,8 +162,10 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         # why the deployment cannot have served the log, in the table too: a reader of the
         # table alone saw every at_bound false on a fit the metadata calls implausible
         implausible = "\n".join(result.warnings) or None
+        # the rows the robust fit discounted without a word, in the table too (the summary's)
+        outliers = "\n".join(result.outliers) or None
         parameters.append(pl.DataFrame(
-            [(trace, name, p, float(b), float(a), p in bounded, implausible)
+            [(trace, name, p, float(b), float(a), p in bounded, implausible, outliers)
              for p, (b, a) in result.parameters().items()],
             schema=PARAMETER_SCHEMA, orient="row"))
         errors.append(result.errors.select(**labels, **{c: c for c in result.errors.columns}))
