@@ -1,7 +1,8 @@
 """Mirror a folder of trace files into the warehouse's ingest tables, one file at a time.
 
 Incremental and idempotent, keyed by content: a file whose identity (content hash plus sidecar
-options, pipelines/formats/sidecar.py) is already in trace_files is skipped; a new or changed
+options, pipelines/formats/sidecar.py, read under today's reader rules, READER_VERSION) is
+already in trace_files is skipped; a new or changed
 file has its rows swapped in (pipelines/ingest_store.py: one transaction per file); a file that
 left the folder has its rows removed. A file that cannot be used (not a trace, bad options,
 unreadable, a trace name another file holds) fails alone with its reason and nothing of it is
@@ -19,7 +20,7 @@ from pathlib import Path
 import duckdb
 
 from pipelines.formats import TraceFormatError, read_trace
-from pipelines.formats.common import UnknownFormatError, sha256_of, trace_name
+from pipelines.formats.common import READER_VERSION, UnknownFormatError, sha256_of, trace_name
 from pipelines.formats.sidecar import canonical, file_options, raw_options, sidecar_of
 from pipelines.ingest_store import forget_file, ingested, record_failures, replace_file
 from pipelines.warehouse import run_sql
@@ -56,7 +57,7 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
         options: dict = {}
         try:
             options = raw_options(file)
-            if identity.get(str(file)) == (sha256_of(file), canonical(options)):
+            if identity.get(str(file)) == (sha256_of(file), canonical(options), READER_VERSION):
                 continue
             owner = claimed.get(trace_name(file))
             if owner not in (None, str(file)):

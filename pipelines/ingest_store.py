@@ -27,8 +27,8 @@ INGEST_TABLES = ("requests", "rejected_requests", "trace_files")
 TRACE_FILES_SCHEMA = {
     "file": pl.String, "trace": pl.String, "format": pl.String, "sha256": pl.String,
     "rows_read": pl.Int64, "rows_accepted": pl.Int64, "rows_rejected": pl.Int64,
-    **dict.fromkeys(COUNTS, pl.Int64), "prefix_block_tokens": pl.Int64, "options": pl.String,
-    "ingested_at": pl.Datetime("us", "UTC"),
+    **dict.fromkeys(COUNTS, pl.Int64), "prefix_block_tokens": pl.Int64, "reader_version": pl.Int64,
+    "options": pl.String, "ingested_at": pl.Datetime("us", "UTC"),
 }
 # The files the last ingest could not use (sql/ingest_failed_files_table.sql).
 FAILED_FILES_SCHEMA = {"file": pl.String, "error": pl.String}
@@ -109,10 +109,11 @@ def replace_calibrated_traces(conn: duckdb.DuckDBPyConnection,
             insert_rows(conn, table, frame)
 
 
-def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, str]]:
-    """file -> (trace, sha256, sidecar options as canonical JSON) of every file in trace_files;
-    (sha256, options) is the identity a file must keep to be skipped."""
-    return {file: (trace, sha256, options) for file, trace, sha256, options in
+def ingested(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str, str, int]]:
+    """file -> (trace, sha256, sidecar options as canonical JSON, reader version) of every file
+    in trace_files; (sha256, options, reader version) is the identity a file must keep to be
+    skipped."""
+    return {file: (trace, sha256, options, version) for file, trace, sha256, options, version in
             run_sql(conn, "ingest_known_files").fetchall()}
 
 

@@ -1,3 +1,3 @@
 -- Every ingested file with the identity it must keep to be skipped (content hash, sidecar
--- options) and its trace name.
-SELECT file, trace, sha256, options FROM trace_files;
+-- options, the version of the reader rules it was read under) and its trace name.
+SELECT file, trace, sha256, options, reader_version FROM trace_files;

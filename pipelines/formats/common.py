@@ -61,6 +61,11 @@ OPTIONAL_COLUMNS = ("arrival_ts", "cached_tokens", "prefix_hashes", "model", "te
 DEFAULTS = {"cached_tokens": 0}
 # The counts every ingest reports, whatever the policies chose (trace_files columns).
 COUNTS = ("exact_duplicates", "zero_output_rows", "failed_rows")
+# The readers' rules, recorded per file in trace_files.reader_version: a file ingested under
+# another version is read again though its content and options are unchanged, so a release that
+# rejects rows an older one kept (arrivals alone in time, BULK_MARGIN_*) applies to the logs it
+# finds already ingested too. Raise it with any change to what rows a file yields.
+READER_VERSION = 1
 
 
 class TraceFormatError(ValueError):
@@ -149,6 +154,7 @@ class IngestResult:
             "rows_rejected": self.rejected.height,
             **{name: self.counts.get(name, 0) for name in COUNTS},
             "prefix_block_tokens": self.prefix_block_tokens,
+            "reader_version": READER_VERSION,
         }
 
 

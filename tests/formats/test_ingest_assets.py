@@ -21,6 +21,8 @@ from pipelines.defs.ingest import assets as ingest_assets
 from pipelines.defs.ingest import checks as ingest_checks
 from pipelines.defs.ingest import sensors as ingest_sensors
 from pipelines.defs.ingest.sensors import trace_inbox_sensor
+from pipelines.formats import rows
+from pipelines.formats.common import READER_VERSION
 from pipelines.formats.source import trace_files
 from pipelines.ingest_store import ensure_tables
 from pipelines.warehouse import run_sql
@@ -523,3 +525,24 @@ def test_an_unreadable_sidecar_is_named_not_its_log(inbox, tmp_path, monkeypatch
         outcome = ingest_folder.ingest_folder(conn, trace_files(inbox))
     assert outcome.failed == {str(inbox / "AzureLLMInferenceTrace_code.csv"):
                               f"{sidecar}: cannot be read (Permission denied)"}
+
+
+def test_a_file_read_under_older_reader_rules_is_read_again(inbox, tmp_path, monkeypatch):
+    """The content hash and options say a file is unchanged, not that today's readers would
+    take the same rows from it: a 2024 arrival among 2023's, accepted before arrivals alone in
+    time were rejected, kept pricing a year of idle fleet after the upgrade. A file whose
+    trace_files row records an older reader version is read again; one of this version is not."""
+    warehouse = tmp_path / "w.duckdb"
+    lines = (SAMPLES / "AzureLLMInferenceTrace_code.csv").read_text().splitlines()[:41]
+    lines[20] = "2024" + lines[20][4:]
+    (inbox / "slipped.csv").write_text("\n".join(lines) + "\n")
+    with monkeypatch.context() as older:   # the rules before arrivals alone in time
+        older.setattr(rows, "_outlier_check", lambda arrivals, labels: None)
+        ingest(warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("UPDATE trace_files SET reader_version = $1", [READER_VERSION - 1])
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(40,)]
+    assert files_metadata(ingest(warehouse))["files_ingested_this_run"] == 1
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(39,)]
+    assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(1,)]
+    assert files_metadata(ingest(warehouse))["files_ingested_this_run"] == 0

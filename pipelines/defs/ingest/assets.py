@@ -1,8 +1,8 @@
 """Ingest: the trace folder -> requests, rejected_requests, trace_files, one file at a time.
 
-The work is pipelines/ingest_folder.py (incremental by content hash and sidecar options, a file
-that cannot be used fails alone, the warehouse mirrors the folder); this asset lists the folder,
-logs, and records what happened: table metadata, and the non-blocking check
+The work is pipelines/ingest_folder.py (incremental by content hash, sidecar options and reader
+rules, a file that cannot be used fails alone, the warehouse mirrors the folder); this asset
+lists the folder, logs, and records what happened: table metadata, and the non-blocking check
 `every_trace_file_ingested`, which fails until every file reads (non-blocking, so the other
 files' rows still flow to replay and the reports). The failures are also in the warehouse
 (failed_trace_files, written by ingest_folder), where the summary reads them.
