@@ -77,13 +77,18 @@ def _stale_calibration_tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
     return [t for t in CALIBRATION_TABLE_SQL if _columns(conn, t) not in ([], _declared_columns(t))]
 
 
-def ensure_tables(conn: duckdb.DuckDBPyConnection) -> None:
+def ensure_tables(conn: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Create the ingest tables (COLUMNS) and, where they do not exist yet, the calibration
-    tables and view; first drop those of an older release's shape (`_stale_tables`)."""
-    for table in _stale_tables(conn):
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    tables and view; first drop those of an older release's shape (`_stale_tables`). Returns
+    each table dropped with the rows it held, for the ingest to say: the calibration rows are
+    fits that only a calibration run makes again."""
+    dropped = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+               for table in _stale_tables(conn) if _columns(conn, table)}
+    for table in dropped:
+        conn.execute(f"DROP TABLE {table}")
     for step in (*TABLE_SQL.values(), *CALIBRATION_TABLE_SQL.values(), CALIBRATION_VIEW_SQL):
         run_sql(conn, step)
+    return dropped
 
 
 def ensure_calibration_tables(conn: duckdb.DuckDBPyConnection) -> None:

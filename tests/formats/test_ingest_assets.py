@@ -400,6 +400,30 @@ def test_warehouse_of_an_older_release_is_rebuilt(inbox, tmp_path):
         == [(0, 0)]
 
 
+def test_a_rebuild_of_an_older_release_s_tables_is_said_and_its_calibration_rows_counted(
+        inbox, tmp_path):
+    """The first run of a release whose ingest tables have other columns drops and recreates
+    them, the calibration tables with them: a warehouse's fits went without a word (the run log
+    said only that every file was read, calibration_rows_removed_this_run said 0). One warning
+    names the tables and the calibration rows gone, which the metadata counts."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    ingest(warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        _calibrated(conn, ["vidur_splitwise_code.excerpt"])   # a row in each calibration table
+        conn.execute("ALTER TABLE trace_files DROP COLUMN reader_version")   # an older release's
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([ingest_assets.ingested_traces], instance=instance,
+                                resources={"duckdb": DuckDBResource(database=str(warehouse))})
+        lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert ("tables an older release wrote with other columns were dropped and created anew"
+            " (requests, rejected_requests, trace_files, failed_trace_files, calibration,"
+            " calibration_errors): every trace file is read again, and the 2 calibration rows"
+            " they held are gone: materialize the calibration again") in lines
+    meta = files_metadata(result)
+    assert (meta["files_ingested_this_run"], meta["calibration_rows_removed_this_run"]) == (1, 2)
+
+
 def test_calibration_tables_of_an_older_shape_are_recreated_empty(inbox, tmp_path):
     """CREATE TABLE IF NOT EXISTS would keep a calibration table of an older release's columns:
     the ingest drops it and creates it as sql/calibration_table.sql declares it now. A current

@@ -17,7 +17,7 @@ from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
 from pipelines.ingest_folder import FolderIngest, duplicate_lines, ingest_folder
-from pipelines.ingest_store import INGEST_TABLES, ensure_tables
+from pipelines.ingest_store import CALIBRATION_TABLE_SQL, COLUMNS, INGEST_TABLES, ensure_tables
 
 
 @dg.multi_asset(
@@ -44,8 +44,11 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
         raise dg.Failure(f"no trace files ({TRACE_NAMES}) in {folder}; "
                          f"set FLEETSPEND_TRACE_DIR to your logs")
     with duckdb.get_connection() as conn:
-        ensure_tables(conn)
+        dropped = ensure_tables(conn)
+        if dropped:
+            context.log.warning(_rebuilt_line(dropped))
         outcome = ingest_folder(conn, files, context.log.info)
+        outcome.calibration_rows_removed += sum(dropped.get(t, 0) for t in CALIBRATION_TABLE_SQL)
         for message in outcome.failed.values():
             context.log.error(message)
         context.log.info(_pass_line(folder, len(files), outcome))
@@ -67,6 +70,20 @@ def _pass_line(folder, total: int, outcome: FolderIngest) -> str:
     return (f"{folder}: {total} trace file(s): {len(outcome.added)} read, {unchanged} unchanged"
             f" since they were ingested, {len(outcome.failed)} failed; {len(outcome.removed)}"
             f" removed from the folder")
+
+
+def _rebuilt_line(dropped: dict[str, int]) -> str:
+    """What the first run of a release whose tables have other columns did to the warehouse:
+    the files' rows come back from the folder, the calibration's fits do not."""
+    line = (f"tables an older release wrote with other columns were dropped and created anew"
+            f" ({', '.join(dropped)})")
+    if set(dropped) & set(COLUMNS):
+        line += ": every trace file is read again"
+    fits = sum(dropped.get(t, 0) for t in CALIBRATION_TABLE_SQL)
+    if fits:
+        line += (f", and the {fits:,} calibration rows they held are gone: materialize the"
+                 f" calibration again")
+    return line
 
 
 def _by_name(failed: dict[str, str]) -> dict[str, str]:
