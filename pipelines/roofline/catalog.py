@@ -62,6 +62,8 @@ REQUIRED_COLUMNS = {
                     "kv_block_tokens", "price_provider", "price_plan", "net_one_way_s",
                     "net_bytes_per_token", "net_bandwidth_bytes_per_s", "source"),
 }
+# Catalog.build's dtype arguments -> the deployments.csv columns they are given from.
+ROW_DTYPE_COLUMNS = {"weights": "weight_dtype", "kv_cache": "kv_dtype"}
 # The columns that name a row: no two rows of a table may share them.
 KEY_COLUMNS = {"gpus": ("gpu",), "gpu_efficiency": ("family", "stack"), "models": ("model",),
                "prices": ("gpu", "provider", "plan"), "deployments": ("deployment",)}
@@ -242,7 +244,8 @@ class Catalog:
                 **{k: v for k, v in overrides.items() if v is not None},
             )
         except CatalogError as exc:
-            raise CatalogError(f"{self.file('deployments')}, deployment {name!r}: {exc}") from None
+            raise CatalogError(f"{self.file('deployments')}, deployment {name!r}:"
+                               f" {_in_row_columns(str(exc))}") from None
 
     def build(
         self,
@@ -522,6 +525,16 @@ def _check_tensor_parallel(model_row: dict, tp: int) -> None:
 
 SHAPE_DIMENSIONS = ("prompt", "output")
 SHAPE_BUCKET_COLUMNS = ("dimension", "lower", "upper", "label", "source")
+
+
+def _in_row_columns(message: str) -> str:
+    """A `Catalog.build` message in the words of a deployments.csv row: its `weights=` and
+    `kv_cache=` (build's arguments, and scenarios.csv's columns) are the row's weight_dtype and
+    kv_dtype, the columns a user has to find and fix."""
+    for argument, column in ROW_DTYPE_COLUMNS.items():
+        if message.startswith(f"{argument}="):
+            return column + message[len(argument):]
+    return message
 
 
 def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:

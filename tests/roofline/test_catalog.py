@@ -786,7 +786,21 @@ def test_a_deployment_row_that_does_not_build_names_its_file_and_row(copied):
         "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf16",
         "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf61"))
     with pytest.raises(CatalogError, match=rf"^{re.escape(str(deployments))}, deployment"
-                                           rf" 'seed-example': kv_cache='bf61': expected one of"):
+                                           rf" 'seed-example': kv_dtype='bf61': expected one of"):
+        load_catalog(copied).deployment("seed-example")
+
+
+@pytest.mark.parametrize("weights, kv", [("bf16", "fp4"), ("fp9", "bf16")])
+def test_a_deployment_row_s_dtype_is_named_by_its_column(copied, weights, kv):
+    """deployments.csv's dtype columns are weight_dtype and kv_dtype; the message named them
+    kv_cache= and weights=, Catalog.build's arguments (and scenarios.csv's columns), so a user
+    with an fp4 KV cache on an H100 looked for a column the file does not have."""
+    deployments = copied / "deployments.csv"
+    deployments.write_text(deployments.read_text().replace(
+        "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf16",
+        f"seed-example,llama-2-7b,h100-sxm,current,1,{weights},{kv}"))
+    column, value = ("kv_dtype", kv) if weights == "bf16" else ("weight_dtype", weights)
+    with pytest.raises(CatalogError, match=rf"deployment 'seed-example': {column}='{value}': "):
         load_catalog(copied).deployment("seed-example")
 
 
