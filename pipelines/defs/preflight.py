@@ -161,7 +161,8 @@ def _setting_problems(warehouse: Path) -> list[str]:
 
 def check_run(warehouse: Path, run_config) -> list[str]:
     """Raise ConfigurationError naming every problem of this run's configuration; else return
-    the notes (what-if scenarios the replay will skip on its deployment, and why)."""
+    the notes (optional catalog columns the physics reads that the files lack, what-if scenarios
+    the replay will skip on its deployment, and why)."""
     choices = run_choices(run_config)
     choices = replace(choices, problems=[*_setting_problems(warehouse), *choices.problems])
     return preflight(warehouse, settings.reference_dir(), choices,

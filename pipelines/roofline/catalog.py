@@ -156,6 +156,21 @@ AT_MOST = {"models": (("experts_per_token", "experts"), ("active_params_b", "tot
 # (models' tied_embeddings is optional: false where absent or empty)
 BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",), "prices": ("is_default",),
                    "models": ("tied_embeddings",)}
+# Optional columns the physics reads, which a catalog copied from an older release lacks: it
+# loads, but models or checks less. Table -> column -> what its absence means, for the preflight
+# to say (Catalog.absent_columns).
+ABSENT_COLUMN_MEANS = {
+    "gpus": {
+        "kv_cache_dtypes": "any KV-cache dtype is taken on any GPU (an fp4 KV cache on an H100 too)",
+        "allreduce_family": "every GPU takes its own family's all-reduce (a PCIe card of an NVLink"
+                            " family, as the A10, gets NVSwitch's)",
+    },
+    "models": {
+        "tied_embeddings": "every model is taken as untied (one whose config.json sets"
+                           " tie_word_embeddings, as Llama-3.2-1B, is modelled with an embedding"
+                           " table it does not have)",
+    },
+}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
@@ -203,6 +218,13 @@ class Catalog:
 
     def file(self, table: str) -> Path:
         return self.directory / f"{table}.csv"
+
+    def absent_columns(self) -> list[str]:
+        """One line per optional physics column (ABSENT_COLUMN_MEANS) these files lack, with
+        what that means: a catalog of an older release runs without them, silently else."""
+        return [f"{self.file(table)} has no {column} column: {means}; data/reference/README.md"
+                f" says what it holds" for table, columns in ABSENT_COLUMN_MEANS.items()
+                for column, means in columns.items() if column not in getattr(self, table).columns]
 
     @property
     def deployment_names(self) -> list[str]:

@@ -407,3 +407,30 @@ def test_a_relative_dagster_home_is_named_before_dagster_refuses_it(tmp_path, mo
     code, _, err = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 2 and "Traceback" not in err
     assert "- DAGSTER_HOME=.dagster_home: a relative path; expected an absolute one" in err
+
+
+def test_a_catalog_without_the_optional_physics_columns_is_noted(tmp_path, monkeypatch, capsys):
+    """A catalog copied from an older release lacks models.csv tied_embeddings and gpus.csv
+    kv_cache_dtypes and allreduce_family: it loads, but Llama-3.2-1B is modelled untied (its
+    decode step 15% faster than the shipped catalog's) and an fp4 KV cache on an H100 passes,
+    and nothing said so. The preflight notes each missing column with what its absence means."""
+    folder = Path(_reference(tmp_path))
+    pl.read_csv(folder / "models.csv").drop("tied_embeddings").write_csv(folder / "models.csv")
+    pl.read_csv(folder / "gpus.csv").drop("kv_cache_dtypes", "allreduce_family").write_csv(
+        folder / "gpus.csv")
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(folder))
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and err == ""
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert notes == [
+        f"note: {folder / 'gpus.csv'} has no kv_cache_dtypes column: any KV-cache dtype is taken"
+        f" on any GPU (an fp4 KV cache on an H100 too); data/reference/README.md says what it holds",
+        f"note: {folder / 'gpus.csv'} has no allreduce_family column: every GPU takes its own"
+        f" family's all-reduce (a PCIe card of an NVLink family, as the A10, gets NVSwitch's);"
+        f" data/reference/README.md says what it holds",
+        f"note: {folder / 'models.csv'} has no tied_embeddings column: every model is taken as"
+        f" untied (one whose config.json sets tie_word_embeddings, as Llama-3.2-1B, is modelled"
+        f" with an embedding table it does not have); data/reference/README.md says what it holds"]
+    monkeypatch.delenv("FLEETSPEND_REFERENCE_DIR")   # the shipped catalog: none
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and "note:" not in out
