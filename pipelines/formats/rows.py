@@ -166,7 +166,9 @@ def _days(seconds: float) -> str:
 
 def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
     """Observed latencies: absent is fine, anything else must be seconds from 0 to a day, and the
-    first token cannot come after the end of the answer."""
+    first token cannot come after the end of the answer. A reason shows the values in seconds,
+    with their unit: a generic log's column read with latency_unit="ms" holds 900 where the
+    value checked is 0.9."""
     checks = []
     for name, text, label in (("observed_ttft_s", "ttft_text", labels.ttft),
                               ("observed_e2e_s", "e2e_text", labels.e2e)):
@@ -176,11 +178,11 @@ def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl
                            pl.format("{} is not a number: '{}'", pl.lit(label), pl.col(text))))
         if name in columns:
             checks.append((v.is_not_null() & (v.is_nan() | v.is_infinite() | (v < 0) | (v > MAX_SANE_LATENCY_S)),
-                           pl.format("{} is {}: not a latency in seconds (0 to {})", pl.lit(label), v,
+                           pl.format("{} is {} s: not a latency in seconds (0 to {})", pl.lit(label), v,
                                      pl.lit(int(MAX_SANE_LATENCY_S)))))
     if {"observed_ttft_s", "observed_e2e_s"} <= columns:
         ttft, e2e = pl.col("observed_ttft_s"), pl.col("observed_e2e_s")
-        checks.append((ttft > e2e, pl.format("{} is {}, more than {} {}: the first token cannot come after "
+        checks.append((ttft > e2e, pl.format("{} is {} s, more than {} {} s: the first token cannot come after "
                                              "the end of the answer", pl.lit(labels.ttft), ttft,
                                              pl.lit(labels.e2e), e2e)))
     return checks

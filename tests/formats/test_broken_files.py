@@ -210,7 +210,7 @@ def test_burstgpt_elapsed_time_and_session_columns(tmp_path):
     assert result.requests["observed_e2e_s"].to_list() == [2.5]
     assert result.rejected.sort("line")["reason"].to_list() == [
         "Response tokens is 0: no answer to replay (option zero_output='one' replays it as a one-token answer)",
-        "Elapsed time is -3.0: not a latency in seconds (0 to 86400)",
+        "Elapsed time is -3.0 s: not a latency in seconds (0 to 86400)",
     ]
     rejecting = read_trace(path, failed="reject")
     assert "the request failed (Response tokens 0); option failed='reject'" in rejecting.rejected["reason"].to_list()
@@ -367,6 +367,20 @@ def test_generic_latencies_in_milliseconds_are_read_as_seconds(tmp_path, fmt):
         read_trace(path, format=fmt, time_unit="s", latency_unit="min", columns=columns)
 
 
+def test_a_rejected_millisecond_latency_says_its_value_in_seconds(tmp_path):
+    """A millisecond log's bad row read 'ttft_ms is 0.9, more than e2e_ms 0.2' where the file
+    holds 900 and 200: the values checked are seconds, so the reason says so."""
+    path = tmp_path / "log.csv"
+    path.write_text("ts,n,ttft_ms,e2e_ms\n0,5,130,2500\n1,5,900,200\n2,5,100,100000000\n")
+    result = read_trace(path, format="csv", time_unit="s", latency_unit="ms",
+                        columns={"arrival": "ts", "prompt_tokens": "n", "output_tokens": "n",
+                                 "observed_ttft_s": "ttft_ms", "observed_e2e_s": "e2e_ms"})
+    assert result.rejected["reason"].to_list() == [
+        "ttft_ms is 0.9 s, more than e2e_ms 0.2 s: the first token cannot come after the end of"
+        " the answer",
+        "e2e_ms is 100000.0 s: not a latency in seconds (0 to 86400)"]
+
+
 MOONCAKE_LINE = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n'
 
 
@@ -464,28 +478,28 @@ def generic_csv(tmp_path: Path, rows: list[dict]) -> Path:
     ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "ttft": "x"}, {}, "ttft is not a number: 'x'"),
     ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "latency": True}, {}, "latency is not a number: 'true'"),
     ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "ttft": -0.5}, {},
-     "ttft is -0.5: not a latency in seconds (0 to 86400)"),
+     "ttft is -0.5 s: not a latency in seconds (0 to 86400)"),
     # beyond a day (README "Bad input"): milliseconds read as seconds, say
     ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "latency": 90000.0}, {},
-     "latency is 90000.0: not a latency in seconds (0 to 86400)"),
+     "latency is 90000.0 s: not a latency in seconds (0 to 86400)"),
     ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "ttft_s": "x"}, {}, "ttft_s is not a number: 'x'"),
     ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "e2e_s": [1]}, {}, "e2e_s is not a number: '[1]'"),
     ("g.csv", {"first": 0.1, "total": 1}, {"first": "x", "total": 1}, GENERIC_CSV, "first is not a number: 'x'"),
     ("g.csv", {"first": 0.1, "total": 1}, {"first": 0.1, "total": "inf"}, GENERIC_CSV,
-     "total is inf: not a latency in seconds (0 to 86400)"),
+     "total is inf s: not a latency in seconds (0 to 86400)"),
     ("llmperf.json", LLMPERF_ROW, {**LLMPERF_ROW, "ttft_s": "x"}, {}, "ttft_s is not a number: 'x'"),
     ("detail_log.json", VLLM_ROW, {**VLLM_ROW, "first_chunk_time": "x"}, {}, "first_chunk_time is not a number: 'x'"),
     # the first token cannot come after the whole answer, in any format with both latencies
     ("aibrix.jsonl", AIBRIX_ROW, {**AIBRIX_ROW, "ttft": 5.0}, {},
-     "ttft is 5.0, more than latency 1.0: the first token cannot come after the end of the answer"),
+     "ttft is 5.0 s, more than latency 1.0 s: the first token cannot come after the end of the answer"),
     ("usage.jsonl", USAGE_ROW, {**USAGE_ROW, "ttft_s": 2.0}, {},
-     "ttft_s is 2.0, more than e2e_s 1.0: the first token cannot come after the end of the answer"),
+     "ttft_s is 2.0 s, more than e2e_s 1.0 s: the first token cannot come after the end of the answer"),
     ("g.csv", {"first": 0.1, "total": 1}, {"first": 3, "total": 1}, GENERIC_CSV,
-     "first is 3.0, more than total 1.0: the first token cannot come after the end of the answer"),
+     "first is 3.0 s, more than total 1.0 s: the first token cannot come after the end of the answer"),
     ("llmperf.json", LLMPERF_ROW, {**LLMPERF_ROW, "ttft_s": 2.0}, {},
-     "ttft_s is 2.0, more than end_to_end_latency_s 1.0: the first token cannot come after the end of the answer"),
+     "ttft_s is 2.0 s, more than end_to_end_latency_s 1.0 s: the first token cannot come after the end of the answer"),
     ("detail_log.json", VLLM_ROW, {**VLLM_ROW, "first_chunk_time": 2.0}, {},
-     "first_chunk_time is 2.0, more than total_chunk_time 1.0: the first token cannot come after the end of "
+     "first_chunk_time is 2.0 s, more than total_chunk_time 1.0 s: the first token cannot come after the end of "
      "the answer"),
 ])
 def test_observed_latencies_are_checked_in_every_format(tmp_path, name, good, bad, options, reason):
@@ -702,10 +716,10 @@ def test_a_boolean_among_numbers_is_a_rejected_row_not_a_one(tmp_path, reader, f
     (llmperf, "number_input_tokens", float("nan"), "number_input_tokens is not a whole number in range: 'NaN'"),
     (llmperf, "number_output_tokens", float("inf"), "number_output_tokens is not a whole number in range: 'Infinity'"),
     (llmperf, "end_to_end_latency_s", float("-inf"), f"{NOT_LATENCY}: '-Infinity'"),
-    (llmperf, "ttft_s", float("nan"), "ttft_s is NaN: not a latency in seconds (0 to 86400)"),
+    (llmperf, "ttft_s", float("nan"), "ttft_s is NaN s: not a latency in seconds (0 to 86400)"),
     (vllm, "in_len", float("inf"), "in_len is not a whole number in range: 'Infinity'"),
     (vllm, "out_len", float("nan"), "out_len / out_len_per_token is not a whole number in range: 'NaN'"),
-    (vllm, "first_chunk_time", float("inf"), "first_chunk_time is inf: not a latency in seconds (0 to 86400)"),
+    (vllm, "first_chunk_time", float("inf"), "first_chunk_time is inf s: not a latency in seconds (0 to 86400)"),
     (vllm, "total_chunk_time", float("nan"), f"{NOT_ARRIVAL}: '10.0 - NaN'"),
     (vllm, "record_time", float("-inf"), f"{NOT_ARRIVAL}: '-Infinity - 1.0'"),
 ])
