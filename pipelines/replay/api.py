@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from pipelines.replay.engine import ROUTERS, progress_reporting, simulate
-from pipelines.roofline.deployment import Deployment, Network
+from pipelines.roofline.deployment import DTYPE_BYTES, Deployment, Network
 
 PROGRESS_EVERY = 1_000_000  # requests routed between two progress reports
 
@@ -229,7 +229,8 @@ def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deploym
 def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
     """What would let `deployment`'s fleet serve the requests set_aside_unservable set aside:
     a model with a longer context for those beyond its context, a larger KV cache for the
-    others; only the remedies the set-aside rows need are named."""
+    others; only the remedies the set-aside rows need are named, and an fp8 KV cache only where
+    the deployment's is wider (one already fp8 or fp4 gains nothing from it)."""
     length = pl.col("prompt_tokens") + pl.col("output_tokens")
     context = deployment.model.max_context
     over_context = unserved.filter(length > context).height if context else 0
@@ -238,8 +239,10 @@ def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
         named.append(f"a model with a context of more than {deployment.model.max_context:,}"
                      f" tokens ({over_context:,} request(s))")
     if over_context < unserved.height:
+        narrower = (" or an fp8 KV cache" if DTYPE_BYTES[deployment.kv_dtype] > DTYPE_BYTES["fp8"]
+                    else "")
         named.append(f"a larger KV cache than {deployment.kv_capacity_tokens:,} tokens per"
-                     f" replica: more GPUs per replica or an fp8 KV cache"
+                     f" replica: more GPUs per replica{narrower}"
                      f" ({unserved.height - over_context:,} request(s))")
     return "; ".join(named)
 

@@ -253,6 +253,14 @@ def test_remedies_name_only_what_the_set_aside_requests_need():
         " than 37,648 tokens per replica: more GPUs per replica or an fp8 KV cache (1 request(s))")
 
 
+def test_remedies_advise_no_fp8_kv_cache_to_a_deployment_that_has_one():
+    """A deployment whose KV cache is already fp8 was told to use 'an fp8 KV cache'."""
+    fp8 = load_catalog().build(model="llama-3.1-8b", gpu="l4", kv_cache="fp8")  # 75,296 tokens
+    _, by_kv = set_aside_unservable({"t": _requests("t", [80000])}, fp8)
+    assert remedies(by_kv, fp8) == ("a larger KV cache than 75,296 tokens per replica: more GPUs"
+                                    " per replica (1 request(s))")
+
+
 @pytest.mark.parametrize(("also", "description"), [
     ((), "a: 2 requests, 1 replayed + 0 set aside, 1 in neither"),
     # a request lost while another is both replayed and set aside leaves the counts equal
