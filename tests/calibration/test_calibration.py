@@ -433,6 +433,20 @@ def test_absurd_observations_are_counted_not_absorbed_in_silence(catalog):
     assert "the worst, request aibrix_output:" in ttft and "observed 5000 s" in ttft
 
 
+def test_observations_far_faster_than_the_fit_are_counted_too(catalog):
+    """Outliers are counted either way (|log(predicted / observed)| > ln 10): a TTFT logged in
+    the wrong unit reads 1,000 x too fast as well as too slow. The test above only reached the
+    slow side; an implementation counting only observations slower than the fit passed it."""
+    d = catalog.deployment("aibrix-deepseek-coder-a10")
+    clean = aibrix()
+    first = clean.sort("arrival_s")["request_id"][:2].to_list()
+    log = clean.with_columns(observed_ttft_s=pl.when(pl.col("request_id").is_in(first))
+                             .then(pl.col("observed_ttft_s") / 1000).otherwise("observed_ttft_s"))
+    (ttft,) = calibrate_requests(d, log, BUCKETS, fit_metrics=("ttft",)).outliers
+    assert ttft.startswith("2 of 52 observed ttft are more than 10× off the fitted prediction"
+                           " (1 in the fit half")
+
+
 def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     """After a full fit every GPU but the L4 explains the AIBrix log nearly as well as the A10
     (the L40S at 28% of its peak compute with 7.8 ms per step fits the fit half within 8.1%,
