@@ -459,7 +459,8 @@ def _impossible_steps(d: Deployment, obs: pl.DataFrame) -> tuple[pl.DataFrame, t
         f"{count} of {obs.filter(pl.col('shape') == shape).height} measurements of {shape}"
         f" ({batch} x {prompt} prompt tokens) left out of the fit and the errors: measured"
         f" {measured:.4g} s, faster than"
-        f" {d.name} can be ({fastest:.4g} s at 100% of peak compute and bandwidth, no overheads)"
+        f" {d.name} can be ({fastest:.4g} s at 100% of peak compute and bandwidth and no step"
+        f" overhead, with the catalog's all-reduce and per-layer launch costs)"
         for shape, batch, prompt, count, measured, fastest in marked.filter("impossible")
         .group_by("shape", "batch", "prompt_tokens", maintain_order=True)
         .agg(pl.len(), pl.col("observed").median(), pl.col("ideal_s").median()).iter_rows())
