@@ -296,7 +296,8 @@ def _lever_fact(best: dict, spans: str) -> Fact:
     is not read as a cut of the bill."""
     bill = best["delta_fleet_usd_per_day"]
     resized = bill <= best["delta_usd_per_day"] / 2  # the bill keeps half the busy saving or more
-    bill_text = f"-${-bill:,.0f}" if round(bill) < 0 else f"+${abs(bill):,.0f}"  # -0.24 is +$0, not +$-0
+    # in the busy saving's digits: a small fleet's -$0.30 is -$0.30, not +$0 (0 and -0.0 are +$0)
+    bill_text = f"{'-' if bill < 0 else '+'}${_dollars(abs(bill))}"
     pct = best["delta_pct"]
     # -0.3 is -0.3%, not -0%; -0.00004 is -0.00004%, not -4e-05%
     pct_text = (f"{pct:+.0f}%" if abs(pct) >= 0.5 else np.format_float_positional(

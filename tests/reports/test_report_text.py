@@ -111,10 +111,11 @@ def test_a_lever_on_the_same_gpus_is_not_called_a_saving_of_the_bill():
     assert "would save" not in lever.text and "delta_fleet_usd_per_day" in lever.source
 
 
-def test_a_bill_change_under_half_a_dollar_a_day_is_zero_not_minus_zero():
-    """-$0.24/day rounds to $0: the headline said "changes by +$-0/day"."""
+def test_a_bill_change_under_half_a_dollar_a_day_keeps_its_cents_not_minus_zero():
+    """-$0.24/day in whole dollars: the headline said "changes by +$-0/day" (then +$0/day, a cut
+    read as nothing); in the busy saving's digits it is -$0.24."""
     [*_, lever] = headline_facts(_tables(_what_if(-8.0, -0.01)))
-    assert "changes by +$0/day" in lever.text
+    assert "changes by -$0.24/day" in lever.text and "$-" not in lever.text
 
 
 def test_a_cut_under_half_a_percent_keeps_its_size_not_minus_zero():
@@ -138,6 +139,19 @@ def test_a_small_fleets_saving_under_a_dollar_a_day_is_not_zero_dollars():
     assert "cut busy-GPU spend by $0.143/day" in lever.text and "by $0/day" not in lever.text
     [*_, lever] = headline_facts(_tables(_what_if(-0.3, 0.0)))
     assert "cut busy-GPU spend by $7.20/day" in lever.text
+
+
+def test_a_small_fleets_bill_cut_is_not_plus_zero_dollars():
+    """The fleet bill's change kept whole dollars after the busy saving got its cents: a lever
+    that resizes a small fleet, cutting its bill by $0.30 a day, read 'changes by +$0/day'
+    beside 'would cut busy-GPU spend by $0.143/day', and -$0.90 read -$1. It takes the busy
+    saving's digits (_dollars: $0.3, $7.20, $173)."""
+    [*_, lever] = headline_facts(_tables(_what_if(-0.00596, -0.0125)))
+    assert "changes by -$0.3/day" in lever.text and "+$0" not in lever.text
+    [*_, lever] = headline_facts(_tables(_what_if(-0.00596, -0.0375)))
+    assert "changes by -$0.9/day" in lever.text
+    [*_, lever] = headline_facts(_tables(_what_if(-0.3, -0.0)))
+    assert "changes by +$0/day" in lever.text
 
 
 def test_a_lever_that_resizes_the_fleet_needs_no_resizing_note():
@@ -211,7 +225,7 @@ def test_a_lever_that_barely_moves_the_bill_still_says_the_fleet_must_be_resized
     """Freeing $192/day of busy GPUs while the bill moves by -$3.60/day (a replay that ends a
     little sooner) is not a resized fleet: the note stays."""
     [*_, lever] = headline_facts(_tables(_what_if(-8.0, -0.15)))
-    assert "changes by -$4/day: a fleet of fixed size saves busy dollars only once it is resized" \
+    assert "changes by -$3.60/day: a fleet of fixed size saves busy dollars only once it is resized" \
         in lever.text
 
 
