@@ -144,7 +144,7 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
         return None
     if relative:
         low, high = origin + first - margin, origin + third + margin
-        shown = f"{low:g} to {high:g} s"
+        shown = f"{low:,.0f} to {high:,.0f} s"   # whole seconds: the margin is a day at least
     else:
         low = origin + dt.timedelta(seconds=first - margin)
         high = origin + dt.timedelta(seconds=third + margin)
@@ -159,9 +159,9 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
 
 
 def _days(seconds: float) -> str:
-    """A margin as the reason shows it: '1 day', '3.5 days'."""
+    """A margin as the reason shows it: '1 day', '3.5 days', '1,160 days' (never 1.16e+03)."""
     days = seconds / 86_400
-    return "1 day" if days == 1 else f"{days:.3g} days"
+    return "1 day" if days == 1 else f"{days:,.0f} days" if days >= 100 else f"{days:.3g} days"
 
 
 def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:

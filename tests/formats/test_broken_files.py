@@ -16,7 +16,7 @@ import zstandard
 from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import Policies
 from pipelines.formats.csvlog import split_fields
-from pipelines.formats.rows import UNQUOTABLE, Labels, finish
+from pipelines.formats.rows import UNQUOTABLE, Labels, _days, finish
 from pipelines.formats.sidecar import file_options
 from pipelines.formats.source import invalid_utf8_at
 
@@ -576,9 +576,24 @@ def test_a_relative_clock_far_from_its_bulk_is_rejected(tmp_path):
     body = "".join(f"{t},5,5\n" for t in (0.0, 1.0, 2.0, 3.0, 2.0e8))
     result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
     assert result.rejected["reason"].to_list() == [
-        f"arrived_at is '200000000.0': outside -86399 to 86403 s, {BULK} (ten times its length, a day "
+        f"arrived_at is '200000000.0': outside -86,399 to 86,403 s, {BULK} (ten times its length, a day "
         f"at least): alone in time, likely a mistyped date; replayed, it would price the fleet idle over "
         f"the gap"]
+
+
+def test_a_long_relative_clock_s_window_reads_without_exponents(tmp_path):
+    """A relative log spanning 23 days with one arrival 9.5 years on: its reason read 'outside
+    -9.5e+06 to 1.15e+07 s, ... widened by 116 days'; with 116 times the span, '1.16e+03 days'."""
+    body = "".join(f"{t * 1000},5,5\n" for t in range(2000)) + "300000000,5,5\n"
+    result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
+    [reason] = result.rejected["reason"].to_list()
+    assert "outside -9,500,000 to 11,500,000 s, the middle half of this file's arrivals widened by 116" \
+        " days each side" in reason and "e+" not in reason
+    body = "".join(f"{t * 100},5,5\n" for t in range(2000)) + "300000000,5,5\n"
+    result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
+    [reason] = result.rejected["reason"].to_list()
+    assert "widened by 11.6 days each side" in reason
+    assert _days(100 * 86_400) == "100 days" and _days(1_160 * 86_400) == "1,160 days"
 
 
 def test_requests_hours_after_the_rest_are_kept():
