@@ -229,6 +229,18 @@ def test_inbox_sensor_waits_for_a_file_being_uploaded(inbox, monkeypatch):
     assert isinstance(trace_inbox_sensor(dg.build_sensor_context(cursor=context.cursor)), dg.SkipReason)
 
 
+def test_inbox_sensor_takes_a_file_dated_in_the_future_as_written(inbox, monkeypatch):
+    """A log dated a year ahead (unpacked from an archive made on a fast clock) was 'still being
+    written' at every tick until that date: the sensor never asked for its run."""
+    monkeypatch.setattr(ingest_sensors, "SETTLE_S", 60.0)
+    log = inbox / "AzureLLMInferenceTrace_code.csv"
+    shutil.copy(ROOT / "data" / "samples" / "AzureLLMInferenceTrace_code.csv", log)
+    next_year = time.time() + 365 * 86_400
+    os.utime(log, (next_year, next_year))
+    request = trace_inbox_sensor(dg.build_sensor_context())
+    assert isinstance(request, dg.RunRequest) and request.tags["fleetspend/new_trace_files"] == "1"
+
+
 def test_inbox_sensor_requests_a_run_when_a_file_is_removed(inbox):
     """Removing a file (a bad upload) asks for the run that drops its rows and its failed
     entry; moving it back in, with its size and mtime, asks again under a new run key (Dagster

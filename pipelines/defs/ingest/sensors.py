@@ -9,8 +9,9 @@ for GB-sized logs (content hashes are taken by the run itself, which skips files
 holds, so a touched but unchanged file costs one hash and no rows). As the nightly schedule's
 ticks, a file's arrival under a configuration the preflight refuses is skipped with its message
 instead of starting a run that would fail, and asks again at every evaluation until it is fixed.
-A file modified in the last SETTLE_S seconds is still being written (an upload): it asks for its
-run at the first tick after it stops changing, not at every tick while it grows.
+A file modified in the last SETTLE_S seconds (either side of now) is still being written (an
+upload): it asks for its run at the first tick after it stops changing, not at every tick while
+it grows.
 """
 
 import hashlib
@@ -98,14 +99,16 @@ def _run_key(last: str | None, new: dict[str, str], removed: dict[str, str]) -> 
 def _written_within(path: Path, seconds: float) -> bool:
     """Whether the log or its sidecar was modified in the last `seconds`: still being uploaded.
     Each tick of a growing file saw a new size, so a log copied in over half an hour asked for
-    thirty runs, each ingesting part of it and waiting on the warehouse for the one before."""
+    thirty runs, each ingesting part of it and waiting on the warehouse for the one before.
+    Within `seconds` either side of now: a file dated further ahead (unpacked from an archive
+    made on a clock a year fast) is not being written, and would otherwise wait until that date."""
     newest = 0.0
     for file in (path, sidecar_of(path)):
         try:
             newest = max(newest, file.stat().st_mtime)
         except FileNotFoundError:
             pass
-    return time.time() - newest < seconds
+    return abs(time.time() - newest) < seconds
 
 
 def _stamp(path) -> str | None:
