@@ -7,8 +7,9 @@ one decode step over a batch take.
 
 Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
 
-- weights:  ((total_params - R) / tp + R) * bytes(weight dtype), bytes with block scales
-  (DTYPE_BYTES: fp4 is NVFP4, 4.5 bits a value). R = the replicated parameters, which every GPU
+- weights:  ((total_params - V - R) / tp + R) * bytes(weight dtype) + V / tp * VOCAB_BYTES, bytes
+  with block scales (DTYPE_BYTES: fp4 is NVFP4, 4.5 bits a value); V = the vocabulary matrices
+  (below). R = the replicated parameters, which every GPU
   of the group holds whole: MLA's down-projections of each layer's input to the query and KV
   latents, hidden * (q_lora_rank + kv_lora_rank + qk_rope_head_dim) per layer (DeepSeek-V3:
   7168 * 2112, 0.92 B parameters over 61 layers), which vLLM and SGLang build as ReplicatedLinear
