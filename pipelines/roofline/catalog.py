@@ -661,18 +661,28 @@ def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
 
 def _check_vocabulary(models: pl.DataFrame, file: Path) -> None:
     """The embedding table and the LM head (vocab_size x hidden_size each, one matrix where
-    tied) are inside the active parameter count; the transformer blocks are what is left
-    (deployment.vocab_params), which must be more than nothing."""
+    tied) are inside the shared parameters, those every token uses (a dense model's active
+    count; a mixture's total less its experts, as deployment._expert_split_params derives
+    them); the shared transformer blocks are what is left (deployment.vocab_params), which must
+    be more than nothing. Checked against the active count alone, a mixture such as
+    gpt-oss-20b (20.9 B total, 3.6 B active, 32 experts, top 4: 1.13 B shared, 1.16 B of
+    vocabulary) passed with negative attention weights."""
     if "vocab_size" not in models.columns:
         return
     tied = (models["tied_embeddings"].fill_null(False) if "tied_embeddings" in models.columns
             else pl.Series([False] * models.height))
     vocab = models["vocab_size"] * models["hidden_size"] * pl.Series(
         [1 if t else 2 for t in tied]) / 1e9
+    total, active = models["total_params_b"], models["active_params_b"]
+    experts, chosen = models["experts"], models["experts_per_token"]
+    moe = experts > chosen
+    shared = (total - experts * (total - active) / (experts - chosen)).zip_with(moe, active)
     _reject_values(models, "vocab_size", file,
                    "a vocabulary whose embedding table and LM head (vocab_size x hidden_size"
-                   " each, one matrix where tied_embeddings) are less than the row's"
-                   " active_params_b", vocab >= models["active_params_b"])
+                   " each, one matrix where tied_embeddings) are less than the row's shared"
+                   " parameters (active_params_b; for a mixture of experts, total_params_b less"
+                   " the experts' share derived from the total and active counts)",
+                   vocab >= shared)
 
 
 def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,

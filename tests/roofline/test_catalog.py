@@ -488,6 +488,19 @@ def test_a_vocabulary_as_large_as_the_model_is_named(copied):
         0.0, 1000000 * 4096)
 
 
+def test_a_mixtures_vocabulary_must_fit_its_shared_parameters(copied):
+    """A mixture's vocabulary matrices are among the parameters every token uses: Mixtral's
+    shared 1.63 B (46.7 total, 12.9 active, 8 experts, top 2). A vocabulary of 250,000 (2.05 B
+    of matrices) passed the check against the active count and left the shared blocks, the
+    attention every step reads, at -0.42 B parameters (gpt-oss-20b's catalog row would: 1.13 B
+    shared, 1.16 B of vocabulary)."""
+    _set(copied, "models", "mixtral-8x7b", "vocab_size", "250000")
+    with pytest.raises(CatalogError, match=r"models.csv, row 'mixtral-8x7b': vocab_size=250000:"
+                                           r" expected a vocabulary .* less than the row's shared"
+                                           r" parameters"):
+        load_catalog(copied)
+
+
 def test_a_dense_model_whose_active_count_is_not_its_total_is_named(copied):
     """Llama-3.1-8B with active 7.5 (embeddings left out) read 8.03 B weights a step but priced
     its GEMMs for 7.5 B, without a word."""
