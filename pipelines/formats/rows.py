@@ -32,6 +32,7 @@ import polars as pl
 from pipelines.formats.common import (
     BULK_MARGIN_MIN_S,
     BULK_MARGIN_QUARTILE_SPANS,
+    BULK_OUTLIER_MAX_SHARE,
     EARLIEST_ARRIVAL,
     LATEST_ARRIVAL,
     MAX_RELATIVE_ARRIVAL_S,
@@ -132,16 +133,27 @@ def _arrival_bound(labels: Labels, relative: bool) -> tuple[pl.Expr, pl.Expr]:
 def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Expr] | None:
     """An arrival alone in time, far from the bulk of its own file's (the arrivals that passed
     every row check): a mistyped date that would make the replay price years of idle fleet. The
-    window is common.py's (BULK_MARGIN_*); None when every arrival is in it."""
+    window is common.py's (BULK_MARGIN_*). Arrivals outside it are rejected by runs: a run is
+    arrivals no more than the margin apart, and one wholly outside the window that holds at
+    most BULK_OUTLIER_MAX_SHARE of the file's arrivals is a typo (a row, or a few with the same
+    slip); a bigger run is a session of its own (200 requests two days after 800) and is kept.
+    None when nothing is rejected."""
     if arrivals.is_empty():
         return None
     relative = arrivals.dtype.is_numeric()
     origin = arrivals.min()
-    seconds = arrivals - origin if relative else (arrivals - origin).dt.total_microseconds() / 1e6
+    arrival = pl.col("arrival")
+    since = (arrival - origin) if relative else (arrival - origin).dt.total_microseconds() / 1e6
+    seconds = pl.DataFrame({"arrival": arrivals}).select(s=since)["s"]
     first, third = seconds.quantile(0.25, "nearest"), seconds.quantile(0.75, "nearest")
     margin = max(BULK_MARGIN_MIN_S, BULK_MARGIN_QUARTILE_SPANS * (third - first))
-    if first - margin <= 0 and seconds.max() <= third + margin:
-        return None
+    ordered = pl.DataFrame({"s": seconds.sort()}).with_columns(
+        run=(pl.col("s").diff().fill_null(0.0) > margin).cum_sum())
+    stray = (ordered.group_by("run").agg(n=pl.len(), lo=pl.col("s").min(), hi=pl.col("s").max())
+             .filter(((pl.col("hi") < first - margin) | (pl.col("lo") > third + margin))
+                     & (pl.col("n") <= BULK_OUTLIER_MAX_SHARE * arrivals.len())))
+    if stray.is_empty():
+        return None   # none far off, or only sessions of their own
     if relative:
         low, high = origin + first - margin, origin + third + margin
         shown = f"{low:,.0f} to {high:,.0f} s"   # whole seconds: the margin is a day at least
@@ -149,8 +161,7 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
         low = origin + dt.timedelta(seconds=first - margin)
         high = origin + dt.timedelta(seconds=third + margin)
         shown = f"{low:%Y-%m-%d %H:%M} to {high:%Y-%m-%d %H:%M} UTC"
-    arrival = pl.col("arrival")
-    return ((arrival < low) | (arrival > high),
+    return (since.is_in(ordered.filter(pl.col("run").is_in(stray["run"].implode()))["s"].unique()),
             pl.format("{} is '{}': outside {}, the middle half of this file's arrivals widened by {} "
                       "each side (ten times its length, a day at least): alone in time, likely a "
                       "mistyped date; replayed, it would price the fleet idle over the gap",

@@ -573,12 +573,26 @@ def test_a_mistyped_year_is_rejected_not_replayed_over_years(tmp_path, line, typ
 
 
 def test_a_relative_clock_far_from_its_bulk_is_rejected(tmp_path):
-    body = "".join(f"{t},5,5\n" for t in (0.0, 1.0, 2.0, 3.0, 2.0e8))
+    body = "".join(f"{t:.1f},5,5\n" for t in (*range(100), 2.0e8))
     result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
     assert result.rejected["reason"].to_list() == [
-        f"arrived_at is '200000000.0': outside -86,399 to 86,403 s, {BULK} (ten times its length, a day "
+        f"arrived_at is '200000000.0': outside -86,375 to 86,475 s, {BULK} (ten times its length, a day "
         f"at least): alone in time, likely a mistyped date; replayed, it would price the fleet idle over "
         f"the gap"]
+
+
+def test_a_second_session_days_after_the_first_is_kept(tmp_path):
+    """800 requests in one hour and 200 two days later: the rule rejected all 200 as 'alone in
+    time, likely a mistyped date'. Arrivals outside the window are rejected only when they are
+    at most 1% of the file's (a typo is a row or a few); a fifth of the log is a session."""
+    body = "".join(f"{t * 4.5:.1f},5,5\n" for t in range(800))
+    body += "".join(f"{2 * 86_400 + t * 4.5:.1f},5,5\n" for t in range(200))
+    result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
+    assert result.requests.height == 1000 and result.rejected.height == 0
+    # one stray row among the 1,000 (0.1%) is still a typo
+    result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n"
+                              + body + f"{400 * 86_400},5,5\n"))
+    assert result.requests.height == 1000 and result.rejected.height == 1
 
 
 def test_a_long_relative_clock_s_window_reads_without_exponents(tmp_path):

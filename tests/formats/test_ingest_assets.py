@@ -569,7 +569,7 @@ def test_a_file_read_under_older_reader_rules_is_read_again(inbox, tmp_path, mon
     time were rejected, kept pricing a year of idle fleet after the upgrade. A file whose
     trace_files row records an older reader version is read again; one of this version is not."""
     warehouse = tmp_path / "w.duckdb"
-    lines = (SAMPLES / "AzureLLMInferenceTrace_code.csv").read_text().splitlines()[:41]
+    lines = (SAMPLES / "AzureLLMInferenceTrace_code.csv").read_text().splitlines()[:201]
     lines[20] = "2024" + lines[20][4:]
     (inbox / "slipped.csv").write_text("\n".join(lines) + "\n")
     with monkeypatch.context() as older:   # the rules before arrivals alone in time
@@ -577,8 +577,8 @@ def test_a_file_read_under_older_reader_rules_is_read_again(inbox, tmp_path, mon
         ingest(warehouse)
     with duckdb.connect(str(warehouse)) as conn:
         conn.execute("UPDATE trace_files SET reader_version = $1", [READER_VERSION - 1])
-    assert query(warehouse, "SELECT count(*) FROM requests") == [(40,)]
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(200,)]
     assert files_metadata(ingest(warehouse))["files_ingested_this_run"] == 1
-    assert query(warehouse, "SELECT count(*) FROM requests") == [(39,)]
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(199,)]
     assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(1,)]
     assert files_metadata(ingest(warehouse))["files_ingested_this_run"] == 0
