@@ -262,7 +262,11 @@ class Workspace:
             time.sleep(min(1.0, self.lock_wait_s - waited))
 
     def _release(self) -> None:
+        """Free the writer lock, and first forget this run's pid in it: an operator's `flock`,
+        which writes none, would otherwise be reported as this process (told to kill it) while
+        it still lives, a notebook kernel that ran a materialize, say."""
         if self._lock is not None:
+            os.ftruncate(self._lock, 0)
             os.close(self._lock)  # closing the descriptor releases the flock
             self._lock = None
 

@@ -148,6 +148,21 @@ def test_a_lock_held_by_no_live_run_names_no_pid_to_kill(tmp_path):
     assert f"(fuser -v {lock} names it)" in str(failure.value) and "kill" not in str(failure.value)
 
 
+def test_a_finished_run_leaves_no_pid_in_the_lock(tmp_path):
+    """A run's pid stayed in the lock file after it finished; while that process lived on (a
+    notebook kernel that ran a materialize), an operator's `flock`, which writes no pid, was
+    reported as that process, with the advice to kill it."""
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    lock = private_dir(published) / "lock"
+    assert lock.read_text() == ""
+    with open(lock) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(PublishError) as failure:
+            Workspace(published, "r2", lock_wait_s=0).begin()
+    assert f"process {os.getpid()}" not in str(failure.value) and "kill" not in str(failure.value)
+
+
 def test_run_ids_cannot_name_other_paths(tmp_path):
     with pytest.raises(ValueError, match="run id"):
         Workspace(tmp_path / "wh.duckdb", "../../etc")
