@@ -295,7 +295,8 @@ class Catalog:
         "prompt" for vLLM / SGLang, "full" for TensorRT-LLM); efficiency
         arguments override the defaults of the GPU family under the serving `stack`
         (gpu_efficiency.csv: `current` = today's engines with CUDA graphs and custom all-reduce,
-        vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled)."""
+        vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled).
+        Without a `name`, the deployment is named by what it is (`_built_name`)."""
         kv_defaulted = kv_cache is None
         kv_cache = kv_cache or weights
         for label, dtype in (("weights", weights), ("kv_cache", kv_cache)):
@@ -370,7 +371,7 @@ class Catalog:
         _check_tensor_parallel(m, tp)
         provider, plan = self._price_key(gpu, price_provider, price_plan)
         deployment = Deployment(
-            name=name or f"{model}@{gpu}-tp{tp}-{weights}",
+            name=name or _built_name(model, gpu, tp, weights, kv_cache),
             model=ModelSpec(**{f.name: m.get(f.name) for f in fields(ModelSpec)}),
             gpu=GpuSpec(gpu=gpu, family=g["family"], memory_gb=g["memory_gb"],
                         memory_gib=g["memory_gib"],
@@ -466,6 +467,14 @@ class Catalog:
     def usd_per_gpu_hour(self, deployment: Deployment) -> float:
         d = deployment
         return float(self._price_rows(d.gpu.gpu, d.price_provider, d.price_plan)["usd_per_gpu_hour"][0])
+
+
+def _built_name(model: str, gpu: str, tp: int, weights: str, kv_cache: str) -> str:
+    """An ad-hoc deployment's name, e.g. `llama-3.1-8b@l4-tp1-bf16`, with `-kv-fp8` where the KV
+    cache's dtype is not the weights': names key reports, what-if and calibration rows, so two
+    deployments that differ only in their KV cache must not share one."""
+    kv = f"-kv-{kv_cache}" if kv_cache != weights else ""
+    return f"{model}@{gpu}-tp{tp}-{weights}{kv}"
 
 
 def _has_peak(gpu_row: dict, dtype: str) -> bool:

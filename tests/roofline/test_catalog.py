@@ -392,6 +392,17 @@ def test_build_takes_whole_floats_and_numpy_numbers_and_the_replay_runs_on_them(
     assert replay(requests, d)["e2e_s"].to_list() == replay(requests, plain)["e2e_s"].to_list()
 
 
+def test_a_built_name_says_its_kv_cache_dtype_where_it_is_not_the_weights(catalog):
+    """An fp8-KV build of Llama-3.1-8B on an L4 was named llama-3.1-8b@l4-tp1-bf16 like the
+    bf16-KV one: where names key reports, what-if and calibration rows, the two collided."""
+    same = catalog.build(model="llama-3.1-8b", gpu="l4")
+    fp8_kv = catalog.build(model="llama-3.1-8b", gpu="l4", kv_cache="fp8")
+    assert same.name == "llama-3.1-8b@l4-tp1-bf16"
+    assert fp8_kv.name == "llama-3.1-8b@l4-tp1-bf16-kv-fp8"
+    assert catalog.build(model="llama-3.1-8b", gpu="l4", weights="fp8").name == "llama-3.1-8b@l4-tp1-fp8"
+    assert catalog.deployment("seed-example").name == "seed-example"
+
+
 def test_catalog_file_without_a_needed_column_is_named(copied):
     efficiency = pl.read_csv(copied / "gpu_efficiency.csv").drop("stack")
     efficiency.write_csv(copied / "gpu_efficiency.csv")
