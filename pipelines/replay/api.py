@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
 
 from pipelines.replay.engine import ROUTERS, progress_reporting, simulate
+from pipelines.roofline.catalog import valid_tensor_parallel
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment, Network
 
 PROGRESS_EVERY = 1_000_000  # requests routed between two progress reports
@@ -229,8 +230,8 @@ def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deploym
 def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
     """What would let `deployment`'s fleet serve the requests set_aside_unservable set aside:
     a model with a longer context for those beyond its context, a larger KV cache for the
-    others; only the remedies the set-aside rows need are named, and an fp8 KV cache only where
-    the deployment's is wider (one already fp8 or fp4 gains nothing from it)."""
+    others; only the remedies the set-aside rows need are named, and only the ways to a larger
+    KV cache the deployment has left (`_kv_cache_levers`)."""
     length = pl.col("prompt_tokens") + pl.col("output_tokens")
     context = deployment.model.max_context
     over_context = unserved.filter(length > context).height if context else 0
@@ -239,12 +240,23 @@ def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
         named.append(f"a model with a context of more than {deployment.model.max_context:,}"
                      f" tokens ({over_context:,} request(s))")
     if over_context < unserved.height:
-        narrower = (" or an fp8 KV cache" if DTYPE_BYTES[deployment.kv_dtype] > DTYPE_BYTES["fp8"]
-                    else "")
+        levers = " or ".join(_kv_cache_levers(deployment))
         named.append(f"a larger KV cache than {deployment.kv_capacity_tokens:,} tokens per"
-                     f" replica: more GPUs per replica{narrower}"
+                     f" replica{': ' + levers if levers else ''}"
                      f" ({unserved.height - over_context:,} request(s))")
     return "; ".join(named)
+
+
+def _kv_cache_levers(deployment: Deployment) -> list[str]:
+    """The ways to a larger KV cache per replica that `deployment` has left: more GPUs only
+    below the largest tensor-parallel degree its model splits into (catalog.valid_tensor_parallel),
+    an fp8 KV cache only where its own is wider (one already fp8 or fp4 gains nothing)."""
+    levers = []
+    if max(valid_tensor_parallel(asdict(deployment.model))) > deployment.tp:
+        levers.append("more GPUs per replica")
+    if DTYPE_BYTES[deployment.kv_dtype] > DTYPE_BYTES["fp8"]:
+        levers.append("an fp8 KV cache")
+    return levers
 
 
 def frame_problem(name: str, value) -> str | None:

@@ -261,6 +261,19 @@ def test_remedies_advise_no_fp8_kv_cache_to_a_deployment_that_has_one():
                                     " per replica (1 request(s))")
 
 
+def test_remedies_advise_no_more_gpus_at_the_largest_tensor_parallel_degree():
+    """A deployment already at tp 8, the largest its model splits into, was told to use 'more
+    GPUs per replica'; with an fp8 KV cache too, no way to a larger KV cache is left to name."""
+    catalog = load_catalog()
+    widest = catalog.build(model="llama-3.1-8b", gpu="l4", tp=8, kv_memory_fraction=0.12)
+    _, by_kv = set_aside_unservable({"t": _requests("t", [40000])}, widest)
+    assert remedies(by_kv, widest) == ("a larger KV cache than 34,368 tokens per replica: an fp8"
+                                       " KV cache (1 request(s))")
+    fp8 = catalog.build(model="llama-3.1-8b", gpu="l4", tp=8, kv_cache="fp8", kv_memory_fraction=0.12)
+    _, by_kv = set_aside_unservable({"t": _requests("t", [80000])}, fp8)
+    assert remedies(by_kv, fp8) == "a larger KV cache than 68,736 tokens per replica (1 request(s))"
+
+
 @pytest.mark.parametrize(("also", "description"), [
     ((), "a: 2 requests, 1 replayed + 0 set aside, 1 in neither"),
     # a request lost while another is both replayed and set aside leaves the counts equal
