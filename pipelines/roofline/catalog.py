@@ -334,7 +334,7 @@ class Catalog:
                                f" {self.file('gpu_efficiency')}")
         eff = _one(family_rows, "stack", stack, f"serving stack for {g['family']} GPUs",
                    self.file("gpu_efficiency"))
-        link = self._allreduce_row(g, stack)
+        link = self._allreduce_row(g, stack, tp, eff)
         efficiency = Efficiency(
             compute_efficiency=eff["compute_efficiency"] if compute_efficiency is None else compute_efficiency,
             bandwidth_efficiency=eff["bandwidth_efficiency"] if bandwidth_efficiency is None else bandwidth_efficiency,
@@ -396,18 +396,23 @@ class Catalog:
             )
         return deployment
 
-    def _allreduce_row(self, gpu_row: dict, stack: str) -> dict:
+    def _allreduce_row(self, gpu_row: dict, stack: str, tp: int, own_row: dict) -> dict:
         """The gpu_efficiency.csv row whose all-reduce parameters (latency per round, rounds,
         bus efficiency) fit this GPU's links: its gpus.csv `allreduce_family`'s where it names one,
-        else its own family's. They follow the link, not the chip: an A10 is an Ampere chip on
-        PCIe, whose all-reduce is the PCIe Ada cards' ring, not the NVSwitch A100's."""
+        else its own family's (`own_row`, this stack's). They follow the link, not the chip: an
+        A10 is an Ampere chip on PCIe, whose all-reduce is the PCIe Ada cards' ring, not the
+        NVSwitch A100's. At tp 1 there is no all-reduce: where the links' family has no row for
+        the stack (an A10 on `vllm-2023`), `own_row` stands in, its all-reduce unused, rather
+        than refusing a deployment for an all-reduce it does not run."""
         family = gpu_row.get("allreduce_family") or gpu_row["family"]
+        rows = self.gpu_efficiency.filter(pl.col("family") == family)
+        if tp == 1 and rows.filter(pl.col("stack") == stack).height == 0:
+            return own_row
         if family == gpu_row["family"]:
             what = f"serving stack for {family} GPUs"
         else:
             what = (f"serving stack for the all-reduce of {gpu_row['gpu']} (its links are"
                     f" {family} GPUs': allreduce_family in {self.file('gpus')})")
-        rows = self.gpu_efficiency.filter(pl.col("family") == family)
         return _one(rows, "stack", stack, what, self.file("gpu_efficiency"))
 
     def on_gpu(self, d: Deployment, gpu: str) -> Deployment:

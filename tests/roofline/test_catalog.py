@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.catalog import DEFAULT_REFERENCE_DIR, TABLES, load_shape_buckets
 from pipelines.roofline.deployment import Network
-from pipelines.roofline.step import weight_bytes
+from pipelines.roofline.step import ALLREDUCE_LATENCY_S, weight_bytes
 
 
 @pytest.fixture(scope="module")
@@ -689,6 +689,17 @@ def test_an_allreduce_family_must_be_a_family_of_the_efficiency_file(copied):
                                            r" expected a family of .*gpu_efficiency.csv \(ada,"
                                            r" ampere, blackwell, cdna3, hopper\)"):
         load_catalog(copied)
+
+
+def test_an_a10_is_built_on_the_2023_stack_at_tp_1_which_runs_no_all_reduce(catalog):
+    """An A10's links take ada's all-reduce (allreduce_family), which has no vllm-2023 row, so
+    even at tp 1, with no all-reduce to run, the build failed with "unknown serving stack for
+    the all-reduce of a10". At tp 1 it is built; at tp 2 the missing PCIe row still refuses it."""
+    d = catalog.build(model="deepseek-coder-6.7b", gpu="a10", stack="vllm-2023")
+    assert d.stack == "vllm-2023" and d.coefficients[ALLREDUCE_LATENCY_S] == 0.0
+    assert d.decode_step_s(1, 1024) > catalog.build(model="deepseek-coder-6.7b", gpu="a10").decode_step_s(1, 1024)
+    with pytest.raises(CatalogError, match="unknown serving stack for the all-reduce of a10"):
+        catalog.build(model="deepseek-coder-6.7b", gpu="a10", stack="vllm-2023", tp=2)
 
 
 def test_a_deployment_moves_to_another_gpu_with_that_gpus_defaults(catalog):
