@@ -276,9 +276,11 @@ class Deployment:
         replicated ones."""
         return (params - self.replicated_params) / self.tp + self.replicated_params
 
-    def _block_bytes(self, params: float) -> float:
-        """One GPU's bytes of `params` parameters that include both vocabulary matrices: the
-        transformer blocks at the weight dtype, the vocabulary at VOCAB_BYTES."""
+    def _held_bytes(self, params: float) -> float:
+        """Bytes one GPU holds of `params` parameters, a count that includes both vocabulary
+        matrices (the model's total, or a MoE's shared part): its share of the transformer
+        blocks at the weight dtype *plus* its share of the embedding table and LM head at
+        VOCAB_BYTES (16-bit whatever the weight dtype), not the blocks alone."""
         vocab = sum(self.vocab_params)
         return (self._per_gpu_params(params - vocab) * DTYPE_BYTES[self.weight_dtype]
                 + vocab / self.tp * VOCAB_BYTES)
@@ -286,7 +288,7 @@ class Deployment:
     @property
     def weight_bytes_per_gpu(self) -> float:
         """Bytes of weights one GPU holds (the embedding table included)."""
-        return self._block_bytes(self.model.total_params_b * 1e9)
+        return self._held_bytes(self.model.total_params_b * 1e9)
 
     @property
     def embedding_bytes_per_gpu(self) -> float:
@@ -383,7 +385,7 @@ class Deployment:
         m, e = self.model, self.efficiency
         c = np.zeros(step.N_COEFFICIENTS)
         # read every step: the shared blocks and the LM head, not the embedding table
-        c[step.SHARED_WEIGHT_BYTES] = self._block_bytes(shared) - self.embedding_bytes_per_gpu
+        c[step.SHARED_WEIGHT_BYTES] = self._held_bytes(shared) - self.embedding_bytes_per_gpu
         c[step.EXPERT_WEIGHT_BYTES] = experts / self.tp * wbytes
         c[step.EXPERTS] = m.experts
         c[step.EXPERTS_PER_TOKEN] = m.experts_per_token
