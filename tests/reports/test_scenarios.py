@@ -172,6 +172,19 @@ def test_fp8_halves_weight_and_kv_bytes(catalog, baseline):
     assert d.efficiency == baseline.efficiency
 
 
+def test_shipped_fp8_descriptions_say_the_vocabulary_stays_bf16(catalog, baseline):
+    """The fp8 and tp2-fp8 descriptions said fp8 halves the weight bytes; the embedding table and
+    LM head stay 16-bit, so a 70B's fall to about 51.5% of bf16's, not half: a description says
+    what halves (the transformer blocks) and what does not, with no figure that would drift."""
+    d = scenario_deployment(catalog, baseline, Scenario("fp8", "d", weights="fp8", kv_cache="fp8"))
+    assert d.weight_bytes_per_gpu > 0.51 * baseline.weight_bytes_per_gpu
+    fp8 = [s for s in load_scenarios(reference_dir() / "scenarios.csv") if s.weights == "fp8"]
+    assert {s.scenario for s in fp8} >= {"fp8", "tp2-fp8"}
+    for s in fp8:
+        assert "transformer blocks" in s.description, s.scenario
+        assert "the embedding table and LM head staying bf16" in s.description, s.scenario
+
+
 def test_a_scenario_keeps_the_baselines_own_factors_and_network(catalog):
     """A fleet whose efficiency factors and network were set (calibrated, or written in
     deployments.csv) keeps them under a scenario on the same GPU, and its network under any:
