@@ -47,6 +47,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
         bad=pl.coalesce(pl.col("bad"), pl.when(hashes.is_not_null() & pl.col("prefix_hashes").is_null())
                         .then(pl.format("hash_ids is not a list of integers: '{}'", hashes))),
     )
-    labels = Labels("timestamp", "input_length", "output_length", clock=f"a number of {time_unit}")
+    labels = Labels("timestamp", "input_length", "output_length", clock=f"a number of {time_unit}",
+                    unit=time_unit)
     return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=labels, policies=policies,
                   start_time=start_time, prefix_block_tokens=int(block_tokens))

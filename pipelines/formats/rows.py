@@ -45,6 +45,7 @@ from pipelines.formats.common import (
     Policies,
     start_time_of,
 )
+from pipelines.formats.units import per_second
 
 
 # The reason of a row that fails a check whose message quotes a field the row lacks (a reader
@@ -68,6 +69,9 @@ class Labels:
     output: str
     cached: str = "cached tokens"
     clock: str = "a date-time"   # what the arrival should be, e.g. "a number of seconds"
+    # a relative clock's unit as the file writes it ("ms" for a Mooncake trace): reasons quote
+    # the file's value, so they give the bounds it is held to in the same unit
+    unit: str = "s"
     ttft: str = "observed_ttft_s"
     e2e: str = "observed_e2e_s"
 
@@ -116,14 +120,16 @@ def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str
 
 
 def _arrival_bound(labels: Labels, relative: bool) -> tuple[pl.Expr, pl.Expr]:
-    """An arrival outside what any request log holds (common.py's bounds say why)."""
+    """An arrival outside what any request log holds (common.py's bounds say why); a relative
+    clock's bound in the file's own unit, beside the file's value."""
     arrival, value = pl.col("arrival"), pl.col("arrival_text")
     if relative:
+        bound = f"{MAX_RELATIVE_ARRIVAL_S * per_second(labels.unit):.0f} {labels.unit}"
         return (arrival > MAX_RELATIVE_ARRIVAL_S,
-                pl.format("{} is '{}': beyond {} years ({} s) from the clock's zero, longer than a relative "
+                pl.format("{} is '{}': beyond {} years ({}) from the clock's zero, longer than a relative "
                           "clock runs (a wrong unit or a broken clock; a Unix time is read with "
                           "time_unit='unix_s' or 'unix_ms')", pl.lit(labels.arrival), value,
-                          pl.lit(MAX_RELATIVE_ARRIVAL_YEARS), pl.lit(MAX_RELATIVE_ARRIVAL_S)))
+                          pl.lit(MAX_RELATIVE_ARRIVAL_YEARS), pl.lit(bound)))
     return ((arrival < EARLIEST_ARRIVAL) | (arrival >= LATEST_ARRIVAL),
             pl.format("{} is '{}': outside {} to {} UTC, the window a request's arrival can fall in (a wrong "
                       "unit or a broken clock)", pl.lit(labels.arrival), value,
@@ -137,7 +143,8 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
     arrivals no more than the margin apart, and one wholly outside the window that holds at
     most BULK_OUTLIER_MAX_SHARE of the file's arrivals is a typo (a row, or a few with the same
     slip); a bigger run is a session of its own (200 requests two days after 800) and is kept.
-    None when nothing is rejected."""
+    None when nothing is rejected. A relative clock's window is in the file's own unit, as the
+    value its reason quotes is."""
     if arrivals.is_empty():
         return None
     relative = arrivals.dtype.is_numeric()
@@ -155,8 +162,9 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
     if stray.is_empty():
         return None   # none far off, or only sessions of their own
     if relative:
-        low, high = origin + first - margin, origin + third + margin
-        shown = f"{low:,.0f} to {high:,.0f} s"   # whole seconds: the margin is a day at least
+        scale = per_second(labels.unit)
+        low, high = (origin + first - margin) * scale, (origin + third + margin) * scale
+        shown = f"{low:,.0f} to {high:,.0f} {labels.unit}"   # whole units: the margin is a day at least
     else:
         low = origin + dt.timedelta(seconds=first - margin)
         high = origin + dt.timedelta(seconds=third + margin)

@@ -19,6 +19,7 @@ from pipelines.formats.csvlog import split_fields
 from pipelines.formats.rows import UNQUOTABLE, Labels, _days, finish
 from pipelines.formats.sidecar import file_options
 from pipelines.formats.source import invalid_utf8_at
+from pipelines.formats.units import per_second
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens"
 
@@ -537,7 +538,7 @@ TEN_YEARS = ("beyond 10 years (315360000 s) from the clock's zero, longer than a
                   "5,ChatGPT,472,18,490,API log\n1e300,ChatGPT,472,18,490,API log\n", {},
      f"Timestamp is '1e300': {TEN_YEARS}"),
     ("m.jsonl", MOONCAKE_LINE + MOONCAKE_LINE.replace('"timestamp": 0', '"timestamp": 400000000000'), {},
-     f"timestamp is '400000000000': {TEN_YEARS}"),
+     f"timestamp is '400000000000': {TEN_YEARS.replace('315360000 s', '315360000000 ms')}"),
     ("g.csv", "ts,in,out\n2024-01-01T00:00:00,5,5\n2100-01-01T00:00:00,5,5\n",
      {"format": "csv", "time_unit": "datetime",
       "columns": {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out"}},
@@ -579,6 +580,19 @@ def test_a_relative_clock_far_from_its_bulk_is_rejected(tmp_path):
         f"arrived_at is '200000000.0': outside -86,375 to 86,475 s, {BULK} (ten times its length, a day "
         f"at least): alone in time, likely a mistyped date; replayed, it would price the fleet idle over "
         f"the gap"]
+
+
+@pytest.mark.parametrize(("unit", "window"), [("ms", "-86,375,000 to 86,475,000 ms"),
+                                               ("ns", "-86,375,000,000,000 to 86,475,000,000,000 ns")])
+def test_a_relative_clock_s_window_is_in_the_file_s_own_unit(tmp_path, unit, window):
+    """A log in milliseconds with one arrival ten days on read "ts is '864000000': outside -86,375
+    to 86,475 s": the file's value in its unit beside a window in seconds, a thousand times off."""
+    scale = int(per_second(unit))
+    body = "".join(f"{t * scale},5,5\n" for t in range(100)) + f"{864_000 * scale},5,5\n"
+    result = read_trace(write(tmp_path / "g.csv", "ts,in,out\n" + body), format="csv", time_unit=unit,
+                        columns={"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out"})
+    [reason] = result.rejected["reason"].to_list()
+    assert reason.startswith(f"ts is '{864_000 * scale}': outside {window}, {BULK}")
 
 
 def test_a_second_session_days_after_the_first_is_kept(tmp_path):
