@@ -55,8 +55,9 @@ MAX_RELATIVE_ARRIVAL_S = MAX_RELATIVE_ARRIVAL_YEARS * 365 * 86_400
 BULK_MARGIN_QUARTILE_SPANS = 10
 BULK_MARGIN_MIN_S = 86_400.0
 # ... by runs of arrivals no more than that margin apart, and only a run of at most this share of
-# the file's arrivals: a typo is a row or a few; a bigger run is a session of its own (800
-# requests on Monday, 200 on Wednesday) and is kept.
+# the file's arrivals, or of one arrival: a typo is a row or a few; a bigger run is a session of
+# its own (800 requests on Monday, 200 on Wednesday) and is kept. One row is a typo in any file:
+# with the share alone, a file of fewer than 100 arrivals kept a row dated ten years on.
 BULK_OUTLIER_MAX_SHARE = 0.01
 # Canonical columns a reader may leave out (the format has no such field); `canonical` fills
 # them with their default (cached_tokens 0, the rest null).

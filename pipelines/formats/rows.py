@@ -141,10 +141,10 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
     every row check): a mistyped date that would make the replay price years of idle fleet. The
     window is common.py's (BULK_MARGIN_*). Arrivals outside it are rejected by runs: a run is
     arrivals no more than the margin apart, and one wholly outside the window that holds at
-    most BULK_OUTLIER_MAX_SHARE of the file's arrivals is a typo (a row, or a few with the same
-    slip); a bigger run is a session of its own (200 requests two days after 800) and is kept.
-    None when nothing is rejected. A relative clock's window is in the file's own unit, as the
-    value its reason quotes is."""
+    most BULK_OUTLIER_MAX_SHARE of the file's arrivals, or a single one, is a typo (a row, or a
+    few with the same slip); a bigger run is a session of its own (200 requests two days after
+    800) and is kept. None when nothing is rejected. A relative clock's window is in the file's
+    own unit, as the value its reason quotes is."""
     if arrivals.is_empty():
         return None
     relative = arrivals.dtype.is_numeric()
@@ -158,7 +158,7 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
         run=(pl.col("s").diff().fill_null(0.0) > margin).cum_sum())
     stray = (ordered.group_by("run").agg(n=pl.len(), lo=pl.col("s").min(), hi=pl.col("s").max())
              .filter(((pl.col("hi") < first - margin) | (pl.col("lo") > third + margin))
-                     & (pl.col("n") <= BULK_OUTLIER_MAX_SHARE * arrivals.len())))
+                     & (pl.col("n") <= max(1.0, BULK_OUTLIER_MAX_SHARE * arrivals.len()))))
     if stray.is_empty():
         return None   # none far off, or only sessions of their own
     if relative:

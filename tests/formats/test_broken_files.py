@@ -609,6 +609,21 @@ def test_a_second_session_days_after_the_first_is_kept(tmp_path):
     assert result.requests.height == 1000 and result.rejected.height == 1
 
 
+def test_a_mistyped_year_in_a_small_file_is_rejected(tmp_path):
+    """One row of 50 is 2% of the file: under the 1% share alone, a file of fewer than 100
+    arrivals kept a row dated 2033 among 2023's and its replay spanned ten years. A single row
+    far off is a typo in any file; two of ten two days on are still a session."""
+    lines = AZURE_SAMPLE.read_text().splitlines(keepends=True)[:51]
+    lines[20] = "2033" + lines[20][4:]
+    result = read_trace(write(tmp_path / "AzureLLMInferenceTrace_code.csv", "".join(lines)))
+    assert result.rejected["line"].to_list() == [21] and result.requests.height == 49
+    assert result.requests["arrival_s"].max() < 3500
+    body = "".join(f"{t * 360.0:.1f},5,5\n" for t in range(8))
+    body += "".join(f"{2 * 86_400 + t * 360.0:.1f},5,5\n" for t in range(2))
+    result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
+    assert result.requests.height == 10 and result.rejected.height == 0
+
+
 def test_a_long_relative_clock_s_window_reads_without_exponents(tmp_path):
     """A relative log spanning 23 days with one arrival 9.5 years on: its reason read 'outside
     -9.5e+06 to 1.15e+07 s, ... widened by 116 days'; with 116 times the span, '1.16e+03 days'."""
