@@ -898,3 +898,17 @@ def test_a_deployment_whose_weights_leave_no_kv_room_is_named_once(copied):
 ])
 def test_a_logs_model_name_names_a_catalog_model_only_for_sure(catalog, name, model):
     assert catalog.model_named(name) == model
+
+
+def test_a_logs_model_name_takes_the_catalog_model_of_most_words_and_none_on_a_tie(copied):
+    """Two rules of model_named no case above reached (the shipped catalog has no model whose
+    words run inside another's): of several catalog models in a name the one of most words
+    is named, and two of as many words name none, as a speculative-decoding log naming its
+    target and its draft model does."""
+    models = pl.read_csv(copied / "models.csv", infer_schema_length=0)
+    pl.concat([models, models.filter(pl.col("model") == "llama-2-7b")
+               .with_columns(model=pl.lit("llama-2-7b-32k"))]).write_csv(copied / "models.csv")
+    catalog = load_catalog(copied)
+    assert catalog.model_named("togethercomputer/LLaMA-2-7B-32K") == "llama-2-7b-32k"
+    assert catalog.model_named("meta-llama/Llama-2-7b-chat-hf") == "llama-2-7b"
+    assert catalog.model_named("Llama-2-70b-chat-hf with draft Llama-2-7b-chat-hf") is None
