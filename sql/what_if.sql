@@ -20,6 +20,8 @@
 --                      (an output cap: a change of the product, not only of its cost) and the
 --                      share of the baseline's output tokens it does not generate, percent
 --   prefix_cache       the scenario's prefix-cache setting (scenario_fleets): a share is assumed
+--   lower_precision    the scenario stores the weights or the KV cache in fewer bits than the
+--                      baseline (scenario_fleets): answers can change, which no replay measures
 --   skipped            why a scenario was not replayed (it cannot apply to the baseline deployment,
 --                      scenario_fleets.skipped): one 'all' row without figures; null otherwise
 CREATE OR REPLACE TABLE what_if AS
@@ -105,7 +107,8 @@ runs AS (
     LEFT JOIN fleet AS fl USING (run)
 ),
 described AS (
-    SELECT DISTINCT scenario, description, change, deployment, prefix_cache, skipped FROM scenario_fleets
+    SELECT DISTINCT scenario, description, change, deployment, prefix_cache, lower_precision, skipped
+    FROM scenario_fleets
 ),
 measured AS (
 SELECT
@@ -136,6 +139,7 @@ SELECT
     r.truncated_requests,
     r.truncated_output_pct,
     d.prefix_cache,
+    d.lower_precision,
     d.skipped
 FROM runs AS r
 JOIN runs AS b ON b.run = 'baseline' AND b.shape = r.shape
@@ -145,6 +149,7 @@ LEFT JOIN shape_spend AS ss ON ss.shape = r.shape
 )
 SELECT * FROM measured
 UNION ALL BY NAME
-SELECT scenario, description, change, deployment, 0 AS rank, 'all' AS shape, prefix_cache, skipped
+SELECT scenario, description, change, deployment, 0 AS rank, 'all' AS shape, prefix_cache,
+       lower_precision, skipped
 FROM described WHERE skipped IS NOT NULL
 ORDER BY scenario, rank;

@@ -54,7 +54,7 @@ FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.Str
                 "deployment": pl.String, "gpu": pl.String, "tp": pl.Int64, "weight_dtype": pl.String,
                 "kv_dtype": pl.String, "replicas": pl.Int64, "gpus_per_replica": pl.Int64,
                 "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
-                "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64,
+                "lower_precision": pl.Boolean, "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64,
                 "skipped": pl.String, "caveat": pl.String}
 
 
@@ -317,7 +317,10 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                     "replicas": deployment.replicas,
                     "gpus_per_replica": deployment.gpus_per_replica,
                     "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
-                    "output_cap": s.output_cap, "usd_per_gpu_hour": price,
+                    "output_cap": s.output_cap,
+                    "lower_precision": lowers_precision(baseline, deployment.weight_dtype,
+                                                        deployment.kv_dtype),
+                    "usd_per_gpu_hour": price,
                     "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s, "skipped": None,
                     "caveat": caveat_column(deployment),
                 }
@@ -344,6 +347,14 @@ def _labelled(batches: Iterator[pl.DataFrame], labels: tuple[pl.Expr, ...]) -> I
         yield batch.select(*labels, *STAGE_COLUMNS)
 
 
+def lowers_precision(baseline: Deployment, weight_dtype: str, kv_dtype: str) -> bool:
+    """Whether a scenario stores the weights or the KV cache in fewer bits than the baseline
+    (bf16 -> fp8, fp8 -> fp4): the numerics change, and so can the answers, which no replay
+    measures; the headline says so when it names such a lever."""
+    return (DTYPE_BYTES[weight_dtype] < DTYPE_BYTES[baseline.weight_dtype]
+            or DTYPE_BYTES[kv_dtype] < DTYPE_BYTES[baseline.kv_dtype])
+
+
 def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -> dict:
     """The scenario_fleets row of a skipped scenario: what it asked for, no replay figures."""
     return {
@@ -353,6 +364,9 @@ def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -
         "kv_dtype": s.kv_cache or baseline.kv_dtype,
         "replicas": s.replicas or baseline.replicas, "gpus_per_replica": None,
         "max_seqs": s.max_seqs or baseline.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
-        "output_cap": s.output_cap, "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None,
+        "output_cap": s.output_cap,
+        "lower_precision": lowers_precision(baseline, s.weights or baseline.weight_dtype,
+                                            s.kv_cache or baseline.kv_dtype),
+        "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None,
         "skipped": reason, "caveat": "",
     }

@@ -226,7 +226,7 @@ HEADLINE_COLUMNS = {
     "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "delta_pct",
                 "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s",
                 "baseline_p95_ttft_s", "p95_ttft_s", "delta_fleet_usd_per_day", "requests",
-                "truncated_requests", "truncated_output_pct", "prefix_cache"),
+                "truncated_requests", "truncated_output_pct", "prefix_cache", "lower_precision"),
 }
 
 
@@ -275,8 +275,9 @@ def _spans(fleet_summary: pl.DataFrame) -> str:
 def _product_change(best: dict) -> list[tuple[str, str]]:
     """What a lever changes beyond the cost, said with its name, each with the what_if columns
     it comes from: an output cap frees dollars by cutting answers short (how many, and how much
-    of the text), and an assumed prefix-cache hit share (scenarios.csv's prefix-cache) is a
-    saving only if the traffic hits that often."""
+    of the text), an assumed prefix-cache hit share (scenarios.csv's prefix-cache) is a
+    saving only if the traffic hits that often, and weights or a KV cache in fewer bits (fp8,
+    fp4) can change the answers, which the replay does not measure."""
     parts = []
     if best["truncated_requests"]:
         parts.append((f"it cuts {best['truncated_requests']:,} of {best['requests']:,} answers short,"
@@ -285,6 +286,9 @@ def _product_change(best: dict) -> list[tuple[str, str]]:
     if best["prefix_cache"] not in (None, "off") and float(best["prefix_cache"]) > 0:
         parts.append(("the saving holds only if the log's traffic hits the cache that often",
                       "prefix_cache"))
+    if best["lower_precision"]:
+        parts.append(("fewer bits can change the answers: check their quality before switching",
+                      "lower_precision"))
     return parts
 
 

@@ -81,7 +81,7 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
     return pl.DataFrame({
         "shape": ["all"], "scenario": [scenario], "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
         "requests": [28_185], "truncated_requests": [0], "truncated_output_pct": [0.0],
-        "prefix_cache": [None], "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
+        "prefix_cache": [None], "lower_precision": [False], "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
         "delta_usd": [delta_usd], "delta_usd_per_day": [24 * delta_usd], "delta_pct": [delta_usd],
         "delta_p95_ttft_s": [-0.5], "delta_p95_tpot_s": [-0.01], "baseline_p95_ttft_s": [1.5],
         "p95_ttft_s": [1.0], "baseline_p95_tpot_s": [0.05], "p95_tpot_s": [0.04],
@@ -383,6 +383,19 @@ def test_a_lever_that_rests_on_an_assumed_cache_hit_share_says_so():
         [*_, lever] = headline_facts(_tables(plain))
         assert "holds only if" not in lever.text
         assert "prefix_cache" not in lever.source and "truncated" not in lever.source
+
+
+def test_a_lever_in_fewer_bits_says_to_check_the_answers():
+    """The demo's headline lever, tp2-fp8, stores weights and KV cache in fp8: the numerics
+    change and so can the answers, which no replay measures; the headline said nothing of it."""
+    fp8 = _what_if(-8.0, 0.0, scenario="tp2-fp8").with_columns(
+        change=pl.lit("tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8"), lower_precision=pl.lit(True))
+    [*_, lever] = headline_facts(_tables(fp8))
+    assert ("'tp2-fp8' (tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8; fewer bits can change"
+            " the answers: check their quality before switching)") in lever.text
+    assert "lower_precision" in lever.source
+    [*_, lever] = headline_facts(_tables(fp8.with_columns(lower_precision=pl.lit(False))))
+    assert "fewer bits" not in lever.text and "lower_precision" not in lever.source
 
 
 def test_a_fleet_line_says_how_full_its_busy_gpus_are():
