@@ -178,9 +178,11 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
 
 
 def _days(seconds: float) -> str:
-    """A margin as the reason shows it: '1 day', '3.5 days', '1,160 days' (never 1.16e+03)."""
+    """A margin as the reason shows it: '1 day', '3.5 days', '1,160 days' (never 1.16e+03, and
+    never '1 days' for a margin a few seconds over a day)."""
     days = seconds / 86_400
-    return "1 day" if days == 1 else f"{days:,.0f} days" if days >= 100 else f"{days:.3g} days"
+    shown = f"{days:,.0f}" if days >= 100 else f"{days:.3g}"
+    return "1 day" if shown == "1" else f"{shown} days"
 
 
 def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:

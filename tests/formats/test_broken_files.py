@@ -637,6 +637,7 @@ def test_a_long_relative_clock_s_window_reads_without_exponents(tmp_path):
     [reason] = result.rejected["reason"].to_list()
     assert "widened by 11.6 days each side" in reason
     assert _days(100 * 86_400) == "100 days" and _days(1_160 * 86_400) == "1,160 days"
+    assert _days(86_400) == _days(86_400 + 30) == "1 day"   # not '1 days' a few seconds over
 
 
 def test_requests_hours_after_the_rest_are_kept():
