@@ -3,7 +3,8 @@ savings and the top of the chargeback from the warehouse (read-only), and say wh
 warehouse and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
 leave them out), then those it read with no usable row and those with another's content (counted
-twice), and the requests the replay set aside as unservable, then the physics caveats of what it
+twice), the requests the replay set aside as unservable and the traces whose log names another
+model than the deployment replayed serves (priced as that deployment's), then the physics caveats of what it
 prices, before any dollar figure (the report puts a what-if fleet's under its table; here every
 caveat leads, a what-if one named as such), then what the on-demand calibration found, when it
 has run: per trace, its deployment, whether that deployment can have served the log, the fitted
@@ -41,6 +42,7 @@ from pipelines.reports.text import (
     WHAT_IF_NOTE,
     ReportTables,
     chargeback_note,
+    other_model_lines,
     headline,
     markdown_table,
     summary_lines,
@@ -81,6 +83,9 @@ READS = _union(
      "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
     {"trace_files": ("sha256", "file", "rows_read")},  # sql/duplicate_trace_files.sql
     {"unserved_requests": ("trace", "request_id", "reason")},  # sql/summary_unserved_requests.sql
+    {"requests": ("trace", "model"), "fleet_timeline": ("trace", "deployment", "scenario"),
+     "unserved_requests": ("trace", "deployment"), "roofline": ("deployment", "model"),
+     "models": ("model",)},  # sql/replay_model_names.sql, other_model_lines
     {"calibration": ("trace", "deployment", "implausible", "outliers", "parameter", "before",
                      "after"),
      "calibration_errors": ("trace", "shape", "split", "metric", "observations", "error_before",
@@ -164,12 +169,13 @@ def main(top: int = 10) -> int:
             unusable = run_sql(conn, "summary_unusable_files").fetchall()
             duplicates = duplicate_lines(conn)
             unserved = run_sql(conn, "summary_unserved_requests").fetchall()
+            other_models = other_model_lines(conn)
             calibrated = run_sql(conn, "summary_calibration").fetchall()
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
     _print_summary(path, tables, caveats, ingested, failed, unusable, duplicates, unserved,
-                   calibrated, top)
+                   other_models, calibrated, top)
     return 0
 
 
@@ -245,8 +251,8 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
 
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
                    ingested: set[str], failed: list[tuple], unusable: list[tuple],
-                   duplicates: list[str], unserved: list[tuple], calibrated: list[tuple],
-                   top: int) -> None:
+                   duplicates: list[str], unserved: list[tuple], other_models: list[str],
+                   calibrated: list[tuple], top: int) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one."""
     if failed:
@@ -265,6 +271,11 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
                         for trace, n, request_id, reason in unserved))
         print("(the deployment cannot serve them; the figures below leave them out:"
               " FROM unserved_requests)")
+    if other_models:
+        print(f"\n== Priced as another model than the log names: {len(other_models)} model name(s) ==")
+        print("\n".join(f"- {line}" for line in other_models))
+        print("(replay such a log on a deployment of the model it names: FLEETSPEND_DEPLOYMENT,"
+              " or the replay config's deployment)")
     missing = _added_since(ingested, {file for file, *_ in failed})
     if missing:
         folders = ", ".join(sorted({str(f.parent) for f in missing}))

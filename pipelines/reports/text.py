@@ -12,7 +12,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from pipelines.warehouse import read_table
+from pipelines.roofline.catalog import another_model
+from pipelines.warehouse import read_table, run_sql
 
 SHAPE_COLUMNS = {
     "rank": "#", "shape": "shape", "pct_spend": "% spend", "cum_pct_spend": "cum %",
@@ -144,6 +145,21 @@ def unserved_sentence(unserved: Sequence[tuple]) -> str | None:
     return (f"**Left out:** {total:,} request(s) ({traces}) were set aside, not replayed, because"
             f" the deployment cannot serve them (e.g. {request_id}, which {reason}); every figure"
             f" of this report leaves them out (`unserved_requests`).")
+
+
+def other_model_lines(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """One line per trace and model name whose log names another catalog model than the
+    deployment it was replayed on serves (rows of sql/replay_model_names.sql, placed on the
+    warehouse's `models` by model_named): every figure of those requests is that deployment's
+    model's time and dollars, and nothing else said so. A name the catalog cannot place
+    ('gpt-4', 'llama-v2-70b-chat') is not judged. The replay's check and the summary say it."""
+    lines = []
+    for trace, name, requests, of, deployment, served, models in run_sql(conn, "replay_model_names").fetchall():
+        sentence = another_model(name, requests, of, deployment, served, models)
+        if sentence:
+            lines.append(f"{trace}: {sentence}, the deployment it was replayed on: the time"
+                         f" and dollars of those requests are {served}'s, not the named model's")
+    return lines
 
 
 def _duration(seconds: float) -> str:

@@ -12,6 +12,7 @@ import csv
 import math
 import numbers
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, astuple, dataclass, fields, replace
 from pathlib import Path
 
@@ -190,6 +191,35 @@ def _holds(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
     return any(words[i:i + len(part)] == part for i in range(len(words) - len(part) + 1))
 
 
+def model_named(name: str, models: Iterable[str]) -> str | None:
+    """The model of `models` (catalog names) a log's model name names, or None where it names
+    none for sure. A catalog model is named when its words (NAME_WORDS) run consecutively in
+    the log's name (a provider's prefix and a "-chat-hf" suffix around them change nothing); of
+    several, the one of most words ("llama-2-7b-32k" over "llama-2-7b"), and none on a tie. A
+    name that spells the model otherwise ("llama-v2-70b-chat") names none: a wrong match would
+    call a right deployment wrong, a missed one only says nothing. A function of the names
+    alone, so that the summary places a log's names on the warehouse's `models` table."""
+    words = _words(name)
+    named = sorted(((len(_words(model)), model) for model in models
+                    if _words(model) and _holds(words, _words(model))), reverse=True)
+    if not named or (len(named) > 1 and named[0][0] == named[1][0]):
+        return None
+    return named[0][1]
+
+
+def another_model(name: str, requests: int, of: int, deployment: str, served: str,
+                  models: Iterable[str]) -> str | None:
+    """The sentence that a log naming model `name` on `requests` of its `of` requests names
+    another catalog model than `served`, the model of `deployment`; None where the name is
+    `served`'s or places on no catalog model (model_named). The calibration's implausible fits,
+    the replay's check and the summary say it alike, each with what it means there."""
+    model = model_named(name, models)
+    if model is None or model == served:
+        return None
+    return (f"the log names model {name!r} ({model} in the catalog) on {requests:,} of its"
+            f" {of:,} requests, and {deployment} serves {served}")
+
+
 class CatalogError(ValueError):
     """A catalog file or a requested name is wrong; the message says which and what was expected."""
 
@@ -231,18 +261,8 @@ class Catalog:
         return self.deployments["deployment"].to_list()
 
     def model_named(self, name: str) -> str | None:
-        """The catalog model a log's model name names, or None where it names none for sure. A
-        catalog model is named when its words (NAME_WORDS) run consecutively in the log's name
-        (a provider's prefix and a "-chat-hf" suffix around them change nothing); of several,
-        the one of most words ("llama-2-7b-32k" over "llama-2-7b"), and none on a tie. A name
-        that spells the model otherwise ("llama-v2-70b-chat") names none: a wrong match would
-        call a right deployment wrong, a missed one only says nothing."""
-        words = _words(name)
-        named = sorted(((len(_words(model)), model) for model in self.models["model"]
-                        if _words(model) and _holds(words, _words(model))), reverse=True)
-        if not named or (len(named) > 1 and named[0][0] == named[1][0]):
-            return None
-        return named[0][1]
+        """The catalog model a log's model name names, or None (the module's model_named)."""
+        return model_named(name, self.models["model"])
 
     def deployment(self, name: str) -> Deployment:
         """The named deployment of deployments.csv, with its physics resolved; a row that does

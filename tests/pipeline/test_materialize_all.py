@@ -34,6 +34,7 @@ def test_asset_graph_snapshot():
         "request_stages:every_request_replayed_or_set_aside",
         "request_stages:gpu_seconds_conserved",
         "request_stages:no_negative_stage",
+        "request_stages:replayed_model_is_the_logged_one",
         "request_stages:ttft_covers_prefill",
         "requests:rows_read_equal_accepted_plus_rejected",
         "scenario_stages:every_scenario_replays_every_request",
@@ -315,6 +316,31 @@ def test_summary_names_requests_the_replay_set_aside(demo_run, tmp_path, monkeyp
     assert (f"\n== Requests set aside, not replayed: 2 ==\n- t: 2 request(s), e.g. t:9, which"
             f" {reason}\n") in out
     assert out.index("set aside") < out.index("$")
+
+
+def test_summary_names_a_log_priced_as_another_model_than_it_names(demo_run, tmp_path,
+                                                                  monkeypatch, capsys):
+    """A log whose requests name Llama-2-70B, replayed on the demo's Llama-3.1-70B fleet, was
+    priced without a word: the summary names the trace, the name, its requests and the
+    deployment's model before any dollar figure. The deployment's own model under a provider's
+    name and a name the catalog cannot place say nothing."""
+    def name_models(conn):
+        conn.execute("UPDATE requests SET model = CASE WHEN line <= 1001"
+                     " THEN 'meta-llama/Llama-2-70b-chat-hf' ELSE 'gpt-4' END"
+                     " WHERE trace = 'AzureLLMInferenceTrace_code'")
+        conn.execute("UPDATE requests SET model = 'meta-llama/Llama-3.1-70B-Instruct'"
+                     " WHERE trace = 'AzureLLMInferenceTrace_conv'")
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, name_models)
+    assert ("\n== Priced as another model than the log names: 1 model name(s) ==\n"
+            "- AzureLLMInferenceTrace_code: the log names model 'meta-llama/Llama-2-70b-chat-hf'"
+            " (llama-2-70b in the catalog) on 1,000 of its 8,819 requests, and azure-2023-70b-h100"
+            " serves llama-3.1-70b, the deployment it was replayed on: the time and dollars of"
+            " those requests are llama-3.1-70b's, not the named model's\n") in out
+    assert "gpt-4" not in out.split("== Fleet summary")[0]
+    assert "Llama-3.1-70B-Instruct" not in out.split("== Fleet summary")[0]
+    assert out.index("Priced as another model") < out.index("$")
+    untouched = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, lambda conn: None)
+    assert "another model" not in untouched
 
 
 def test_summary_prints_the_top_of_the_chargeback(demo_run, tmp_path, monkeypatch, capsys):

@@ -4,11 +4,17 @@ in one line (its description, which the run log prints) and in its metadata."""
 
 from __future__ import annotations
 
+import dagster as dg
 import duckdb
 import polars as pl
 from dagster_duckdb import DuckDBResource
 
-from pipelines.defs.replay.checks import gpu_seconds_conserved, no_negative_stage, ttft_covers_prefill
+from pipelines.defs.replay.checks import (
+    gpu_seconds_conserved,
+    no_negative_stage,
+    replayed_model_is_the_logged_one,
+    ttft_covers_prefill,
+)
 from pipelines.warehouse import write_table
 
 STAGES = {"trace": ["t"] * 3, "scenario": ["baseline"] * 3, "deployment": ["d"] * 3,
@@ -66,3 +72,46 @@ def test_passing_checks_say_nothing_more(tmp_path):
         result = _run(check, path)
         assert result.passed and result.description is None
         assert {k: v.value for k, v in result.metadata.items()} == {"bad_rows": 0}
+
+
+def _named_models_warehouse(tmp_path, models: dict[str, list]) -> str:
+    """Trace `a` replayed on `d`, a Llama-2-7B deployment, and trace `b` set aside whole on it;
+    `models` gives each trace's requests.model, one entry a request."""
+    path = str(tmp_path / "named.duckdb")
+    with duckdb.connect(path) as conn:
+        write_table(conn, "requests", pl.DataFrame(
+            {"trace": [t for t, names in models.items() for _ in names],
+             "model": [n for names in models.values() for n in names]}, schema={"trace": pl.String, "model": pl.String}))
+        write_table(conn, "fleet_timeline", pl.DataFrame(
+            {"trace": ["a", "a"], "scenario": ["baseline"] * 2, "deployment": ["d"] * 2}))
+        write_table(conn, "unserved_requests", pl.DataFrame({"trace": ["b"], "deployment": ["d"]}))
+        write_table(conn, "roofline", pl.DataFrame({"deployment": ["d"], "model": ["llama-2-7b"]}))
+        write_table(conn, "models", pl.DataFrame({"model": ["llama-2-7b", "llama-2-70b", "llama-3.1-8b"]}))
+    return path
+
+
+def test_a_log_naming_another_model_than_the_deployments_is_a_warning_naming_both(tmp_path):
+    """A log whose requests name Llama-2-70B, replayed on a Llama-2-7B deployment, was priced
+    without a word: the warning names the trace, the name, how many requests carry it and the
+    deployment's model, for a trace set aside whole too."""
+    result = _run(replayed_model_is_the_logged_one, _named_models_warehouse(tmp_path, {
+        "a": ["meta-llama/Llama-2-70b-chat-hf"] * 3 + ["llama2-7b-chat", None],
+        "b": ["meta-llama/Meta-Llama-3.1-8B-Instruct"]}))
+    assert not result.passed and result.severity == dg.AssetCheckSeverity.WARN
+    first = ("a: the log names model 'meta-llama/Llama-2-70b-chat-hf' (llama-2-70b in the catalog)"
+             " on 3 of its 5 requests, and d serves llama-2-7b, the deployment it was replayed on:"
+             " the time and dollars of those requests are llama-2-7b's, not the named model's")
+    assert result.description.startswith(first + "; b: the log names model"
+                                         " 'meta-llama/Meta-Llama-3.1-8B-Instruct' (llama-3.1-8b")
+    assert result.metadata["names_of_another_model"].value == 2
+    assert result.metadata["names"].value.startswith(f"- {first}\n- b: ")
+
+
+def test_the_deployments_own_model_and_names_the_catalog_cannot_place_pass(tmp_path):
+    """No false alarm: the deployment's model under a provider's name, a name spelt otherwise
+    ('llama-v2-70b-chat', not placed) and one of no catalog model ('gpt-4') say nothing."""
+    result = _run(replayed_model_is_the_logged_one, _named_models_warehouse(tmp_path, {
+        "a": ["meta-llama/Llama-2-7b-chat-hf", "accounts/fireworks/models/llama-v2-70b-chat",
+              "gpt-4", None], "b": [None]}))
+    assert result.passed and result.description is None
+    assert result.metadata["names_of_another_model"].value == 0

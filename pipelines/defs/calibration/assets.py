@@ -20,6 +20,7 @@ from pipelines.roofline.calibration import (
     calibrate_candidates,
     format_table,
 )
+from pipelines.roofline.catalog import another_model
 from pipelines.ingest_store import replace_calibrated_traces
 from pipelines.warehouse import read_table, run_sql
 
@@ -217,14 +218,9 @@ def _other_models(frame: pl.DataFrame, d, catalog) -> tuple[str, ...]:
     written by hand) neither."""
     if "model" not in frame.columns:
         return ()
-    sentences = []
-    for name, count in frame["model"].drop_nulls().value_counts(sort=True).iter_rows():
-        model = catalog.model_named(name)
-        if model is not None and model != d.model.model:
-            sentences.append(f"the log names model {name!r} ({model} in the catalog) on {count:,}"
-                             f" of its {frame.height:,} requests, and {d.name} serves"
-                             f" {d.model.model}: the log was served by another model")
-    return tuple(sentences)
+    named = (another_model(name, count, frame.height, d.name, d.model.model, catalog.models["model"])
+             for name, count in frame["model"].drop_nulls().value_counts(sort=True).iter_rows())
+    return tuple(f"{sentence}: the log was served by another model" for sentence in named if sentence)
 
 
 def _fit_metadata(summary: dict, skipped: dict) -> dict:

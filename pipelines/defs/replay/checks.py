@@ -1,5 +1,6 @@
 """Replay invariants: stages are non-negative, TTFT covers prefill, GPU-seconds are conserved,
-every request is replayed or set aside as unservable (and a warning names the ones set aside).
+every request is replayed or set aside as unservable (and a warning names the ones set aside),
+and (a warning) the deployment serves the model the log names.
 
 A failed check stops the run, which then publishes nothing: the offending rows exist only in the
 run's discarded working copy, so a failure names them itself (its description, one line in the
@@ -9,7 +10,7 @@ import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
 
-from pipelines.reports.text import markdown_table
+from pipelines.reports.text import markdown_table, other_model_lines
 from pipelines.warehouse import run_sql, scalar
 
 CONSERVATION_TOLERANCE = 1e-9
@@ -124,3 +125,21 @@ def every_request_served(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         description=(f"{count:,} request(s) set aside, not replayed: the deployment cannot serve"
                      f" them, first {first['trace']} {first['request_id']}, which {first['reason']}"),
         metadata={"unserved_requests": count, "first_requests": _as_markdown(rows)})
+
+
+@dg.asset_check(asset="request_stages", additional_deps=["requests", "roofline", "models",
+                                                         "fleet_timeline", "unserved_requests"])
+def replayed_model_is_the_logged_one(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """A warning, not a stop: a log whose requests name another catalog model than the replayed
+    deployment's (meta-llama/Llama-2-70b-chat-hf on a Llama-3.1-8B fleet) is priced as the
+    deployment's model, every dollar of it, without a word elsewhere. This names each trace,
+    the name, how many requests carry it and the deployment's model (other_model_lines); a
+    name the catalog cannot place is not judged."""
+    with duckdb.get_connection() as conn:
+        lines = other_model_lines(conn)
+    if not lines:
+        return dg.AssetCheckResult(passed=True, metadata={"names_of_another_model": 0})
+    return dg.AssetCheckResult(
+        passed=False, severity=dg.AssetCheckSeverity.WARN, description="; ".join(lines),
+        metadata={"names_of_another_model": len(lines),
+                  "names": dg.MetadataValue.md("\n".join(f"- {line}" for line in lines))})
