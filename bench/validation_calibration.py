@@ -118,7 +118,7 @@ def aibrix_candidates(catalog, requests: pl.DataFrame, buckets: pl.DataFrame) ->
     the full fit, and the fitted factors."""
     served = catalog.deployment("aibrix-deepseek-coder-a10")
     choice = calibrate_candidates([catalog.on_gpu(served, gpu) for gpu in AIBRIX_CANDIDATES],
-                                  requests, buckets)
+                                  requests, buckets, catalog_models=catalog.models["model"])
     rows = [{"deployment": r.before.name, "plausible": not r.warnings,
              "fit-half catalog": round(r.catalog_error, 3),
              **{f"{m} {c}": round(v, 3) for m in ("ttft", "e2e")
@@ -142,7 +142,8 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
         model, candidates = CANDIDATES[path.stem.rsplit("_", 1)[1]]
         start = time.perf_counter()
         choice = calibrate_candidates([catalog.build(model=model, gpu=gpu, tp=tp, weights=dtype)
-                                       for gpu, tp, dtype in candidates], requests, buckets)
+                                       for gpu, tp, dtype in candidates], requests, buckets,
+                                      catalog_models=catalog.models["model"])
         best, plausible = choice.kept, int(choice.candidates["plausible"].sum())
         outliers += [f"  {path.stem}: {o}" for o in best.outliers]
         held = best.errors.filter((pl.col("shape") == ALL_SHAPES) & (pl.col("split") == "held_out"))

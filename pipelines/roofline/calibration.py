@@ -50,7 +50,8 @@ ones), which the robust loss discounts without a word.
 
 Candidates: a log from a hosted API names its model but not the hardware behind it.
 `calibrate_candidates` calibrates the log on each candidate deployment, rules out the
-implausible ones and keeps the plausible one whose *catalog* factors explain the fit half best
+implausible ones (and those serving another catalog model than the log's `model` column names)
+and keeps the plausible one whose *catalog* factors explain the fit half best
 once the client latency alone is fitted (`catalog_error`: the mean over the fitted metrics of
 the fit half's median per-request error). Why not the error after the full fit: four free
 factors absorb a wrong GPU (the AIBrix log, served by an A10, fits an L40S as well once the
@@ -65,6 +66,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -74,6 +76,7 @@ from scipy.optimize import least_squares
 from pipelines.replay import ReplayError, replay_fleet
 from pipelines.replay.api import deployment_problem, frame_problem
 from pipelines.roofline import step
+from pipelines.roofline.catalog import another_model
 from pipelines.roofline.deployment import Deployment
 
 PARAMETERS = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "net_one_way_s")
@@ -599,13 +602,20 @@ class Choice:
 def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, buckets: pl.DataFrame,
                          fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
                          router: str = "least_outstanding",
-                         hash_tokens: int | None = None) -> Choice:
+                         hash_tokens: int | None = None,
+                         catalog_models: Iterable[str] = ()) -> Choice:
     """Calibrate the log on every candidate and keep the plausible one whose catalog factors
     explain its fit half best, only the client latency fitted (module docstring); with no
     plausible candidate, the best of the rest is kept and its warnings say why. A candidate
     that cannot be calibrated on the log (too few observations, a request it cannot serve) is
     listed with the reason; if none can, CalibrationError says why for each. With one
-    candidate this is calibrate_requests."""
+    candidate this is calibrate_requests, plus the model check below.
+
+    `catalog_models`: the catalog's model names, to place the names of the log's `model`
+    column on (catalog.model_named). A candidate serving another model than one the log names
+    is not plausible, however well it fits (_other_models): a 70B log fits a 7B deployment
+    at 35% of peak bandwidth, and a candidate of another model was kept and called plausible
+    while the kept fit's warnings said it could not have served the log."""
     if isinstance(candidates, Deployment) or not isinstance(candidates, (list, tuple)):
         raise CalibrationError(f"candidates: expected a list of Deployments, got "
                                f"{type(candidates).__name__} (calibrate_requests takes one)")
@@ -613,6 +623,7 @@ def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, b
         raise CalibrationError("no candidate deployment to calibrate")
     for number, d in enumerate(candidates):
         _check_deployment(f"candidates[{number}]", d)
+    catalog_models = tuple(catalog_models)   # read once per candidate
     results, rows = [], []
     for d in candidates:
         try:
@@ -623,12 +634,26 @@ def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, b
                          "fit_error": None, "kept": False, "why_not": str(exc)})
     if not results:
         raise CalibrationError("; ".join(f"{r['deployment']}: {r['why_not']}" for r in rows))
+    results = [replace(r, warnings=r.warnings + _other_models(requests, r.before, catalog_models))
+               for r in results]
     kept = min([r for r in results if not r.warnings] or results, key=lambda r: r.catalog_error)
     rows = [{"deployment": r.before.name, "plausible": not r.warnings,
              "catalog_error": r.catalog_error, "fit_error": r.fit_error, "kept": r is kept,
              "why_not": "; ".join(r.warnings) or None} for r in results] + rows
     return Choice(kept=kept, candidates=pl.DataFrame(rows, schema=CANDIDATE_SCHEMA),
                   calibrations=tuple(results))
+
+
+def _other_models(requests: pl.DataFrame, d: Deployment, catalog_models: Iterable[str]) -> tuple[str, ...]:
+    """One sentence per model the log names (requests.model) that is another catalog model
+    than `d`'s (catalog.another_model): the fit cannot tell a 70B log fitted on a 7B deployment
+    (Fireworks' Llama-2-70B LLMPerf log on seed-example passes at 35% of peak bandwidth). A
+    name the catalog cannot place says nothing; a log without the column neither."""
+    if "model" not in requests.columns:
+        return ()
+    named = (another_model(name, count, requests.height, d.name, d.model.model, catalog_models)
+             for name, count in requests["model"].drop_nulls().value_counts(sort=True).iter_rows())
+    return tuple(f"{sentence}: the log was served by another model" for sentence in named if sentence)
 
 
 # the columns of SplitwiseSim's perf_model.csv that perf_model_steps reads

@@ -337,6 +337,32 @@ def test_candidates_rule_out_the_implausible_and_keep_a_plausible_one(catalog):
     assert rows[offered[1].name]["fit_error"] == pytest.approx(choice.kept.fit_error)
 
 
+def test_a_candidate_of_another_model_than_the_log_names_is_ruled_out(catalog):
+    """Anyscale's Llama-2-70B log offered the 70B on 4 x H100 fp8 and Llama-3.1-8B on an A100:
+    the 8B's catalog factors explain the fit half a little better (12.5% against 13.3%), and it
+    was kept and called plausible while the asset's implausible_fits said the log names another
+    model. Named with the catalog's models, a candidate of another model than the log names is
+    ruled out before the choice, with the reason; a name the catalog cannot place changes
+    nothing."""
+    offered = [catalog.build(model="llama-2-70b", gpu="h100-sxm", tp=4, weights="fp8"),
+               catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm")]
+    log = llmperf("anyscale_70b")
+    models = catalog.models["model"]
+    unnamed = calibrate_candidates(offered, log.with_columns(model=pl.lit("gpt-4")), BUCKETS,
+                                   catalog_models=models)
+    assert unnamed.kept.before.name == offered[1].name and unnamed.kept.warnings == ()
+    named = log.with_columns(model=pl.lit("meta-llama/Llama-2-70b-chat-hf"))
+    choice = calibrate_candidates(offered, named, BUCKETS, catalog_models=models)
+    assert choice.kept.before.name == offered[0].name and choice.kept.warnings == ()
+    rows = {r["deployment"]: r for r in choice.candidates.iter_rows(named=True)}
+    assert not rows[offered[1].name]["plausible"] and not rows[offered[1].name]["kept"]
+    assert rows[offered[1].name]["why_not"] == (
+        f"the log names model 'meta-llama/Llama-2-70b-chat-hf' (llama-2-70b in the catalog) on"
+        f" {log.height:,} of its {log.height:,} requests, and {offered[1].name} serves"
+        f" llama-3.1-8b: the log was served by another model")
+    assert rows[offered[1].name]["catalog_error"] < rows[offered[0].name]["catalog_error"]
+
+
 def test_the_held_out_half_takes_no_part_in_the_choice(catalog):
     """Tripling every held-out latency (alternate requests in arrival order) changes neither
     the candidate kept nor its fitted factors, only its held-out errors."""

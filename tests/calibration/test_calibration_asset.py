@@ -273,6 +273,25 @@ def test_candidates_keep_the_deployment_that_served_the_log(tmp_path):
     assert by_key["calibration"]["implausible_fits"].value == "none"
 
 
+def test_a_candidate_of_another_model_is_not_called_plausible(tmp_path):
+    """The candidates table called the kept 1B card plausible while implausible_fits said the
+    log, which names Llama-2-70B, was served by another model: its row now says no, and why."""
+    requests = _requests(True).filter(pl.col("trace") == "burstgpt-scale100").with_columns(
+        model=pl.lit("meta-llama/Llama-2-70b-chat-hf"))
+    config = {"candidates": {"burstgpt-scale100": ["splitwise-70b-a100-tp2", DEPLOYMENT]},
+              "fit_metrics": ["ttft"]}
+    result, _ = _materialize(tmp_path, requests, config)
+    assert result.success
+    metadata = {m.asset_key.to_user_string(): m.metadata
+                for m in result.asset_materializations_for_node("calibrated")}["calibration"]
+    reason = (f"the log names model 'meta-llama/Llama-2-70b-chat-hf' (llama-2-70b in the catalog)"
+              f" on {requests.height:,} of its {requests.height:,} requests, and {DEPLOYMENT}"
+              f" serves llama-3.2-1b: the log was served by another model")
+    assert f"| {DEPLOYMENT} | no |" in metadata["burstgpt-scale100 candidates"].value
+    assert f"| kept | {reason} |" in metadata["burstgpt-scale100 candidates"].value
+    assert metadata["implausible_fits"].value == f"- burstgpt-scale100: {reason}"
+
+
 def test_a_trace_with_a_deployment_and_candidates_fails(tmp_path):
     config = {"deployments": {"burstgpt-scale100": DEPLOYMENT},
               "candidates": {"burstgpt-scale100": [DEPLOYMENT]}}
@@ -342,6 +361,7 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
     requests, kwargs = seen["partly"]
     assert requests.height == log.height and requests["observed_ttft_s"].null_count() == log.height // 3
     assert requests["request_id"][0] == "partly:2"
+    assert "llama-3.2-1b" in list(kwargs.pop("catalog_models"))   # to place the log's model names
     assert kwargs == {"router": "round_robin", "hash_tokens": 128}
     assert set(seen) == {"partly", "tiny"}
     with duckdb.connect(str(warehouse), read_only=True) as conn:

@@ -1,7 +1,5 @@
 """Calibration: fit each observed log's deployment to its latencies -> calibration, calibration_errors."""
 
-from dataclasses import replace
-
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
@@ -20,7 +18,6 @@ from pipelines.roofline.calibration import (
     calibrate_candidates,
     format_table,
 )
-from pipelines.roofline.catalog import another_model
 from pipelines.ingest_store import replace_calibrated_traces
 from pipelines.warehouse import read_table, run_sql
 
@@ -145,18 +142,15 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         try:
             choice = calibrate_candidates(offered, frame.drop("prefix_block_tokens"), buckets,
                                           tuple(metrics), router=config.router,
-                                          hash_tokens=hash_tokens)
+                                          hash_tokens=hash_tokens,
+                                          catalog_models=catalog.models["model"])
         except CalibrationError as exc:
             skipped[trace] = f"not calibrated: {exc}"
             context.log.warning(f"{trace}: {skipped[trace]}")
             continue
         if trace in config.candidates:
             choices[trace] = choice
-        # the model the log names is not the deployment's: as implausible as a log faster than
-        # the deployment can be, though the fit may well pass (a 70B log on a 7B deployment)
         result = choice.kept
-        result = replace(result, warnings=result.warnings
-                         + _other_models(traces[trace], result.before, catalog))
         name = result.before.name
         labels = {"trace": pl.lit(trace), "deployment": pl.lit(name)}
         bounded = result.at_bound()
@@ -208,19 +202,6 @@ def _servable(trace: str, frame: pl.DataFrame, offered: list) -> tuple[pl.DataFr
                                  maintain_order="left")
     kept = frame.join(unserved.select("request_id"), on="request_id", how="anti", maintain_order="left")
     return kept, unserved
-
-
-def _other_models(frame: pl.DataFrame, d, catalog) -> tuple[str, ...]:
-    """One sentence per model the log names (requests.model) that is another catalog model
-    than `d`'s (Catalog.model_named): the fit cannot tell a 70B log fitted on a 7B deployment
-    (Fireworks' Llama-2-70B LLMPerf log on seed-example passes at 35% of peak bandwidth). A
-    name the catalog cannot place says nothing; a `requests` table without the column (one
-    written by hand) neither."""
-    if "model" not in frame.columns:
-        return ()
-    named = (another_model(name, count, frame.height, d.name, d.model.model, catalog.models["model"])
-             for name, count in frame["model"].drop_nulls().value_counts(sort=True).iter_rows())
-    return tuple(f"{sentence}: the log was served by another model" for sentence in named if sentence)
 
 
 def _fit_metadata(summary: dict, skipped: dict) -> dict:
