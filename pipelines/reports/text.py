@@ -152,7 +152,8 @@ def other_model_lines(conn: duckdb.DuckDBPyConnection) -> list[str]:
     deployment it was replayed on serves (rows of sql/replay_model_names.sql, placed on the
     warehouse's `models` by model_named): every figure of those requests is that deployment's
     model's time and dollars, and nothing else said so. A name the catalog cannot place
-    ('gpt-4', 'llama-v2-70b-chat') is not judged. The replay's check and the summary say it."""
+    ('gpt-4', 'llama-v2-70b-chat') is not judged. The replay's check, the summary and the
+    report say it."""
     lines = []
     for trace, name, requests, of, deployment, served, models in run_sql(conn, "replay_model_names").fetchall():
         sentence = another_model(name, requests, of, deployment, served, models)
@@ -385,14 +386,15 @@ def chargeback_note(chargeback: pl.DataFrame, fleet_summary: pl.DataFrame) -> st
 
 def report_blocks(t: ReportTables, deployment: str,
                   caveats: Sequence[tuple[str, str]] = (),
-                  unserved: Sequence[tuple] = ()) -> list[tuple]:
+                  unserved: Sequence[tuple] = (), other_models: Sequence[str] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
     ("chart", stem). Text may hold **bold** and `code`. `caveats`: (section, text) rows of
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
     deployment's come first, before any dollar figure; a what-if fleet's under its table.
     `unserved`: rows of sql/summary_unserved_requests.sql, said in one sentence (unserved_sentence)
     after the physics caveats and before the headline, a caveat of every dollar figure (the
-    summary names them first too)."""
+    summary names them first too); so are `other_models`, the lines of other_model_lines: a
+    trace priced as another model than its log names."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios, skipped = what_if_scenarios(t.what_if)
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS),
@@ -405,6 +407,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("h1", "fleetspend report"),
         *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
         *([("p", left_out)] if left_out else []),
+        *[("p", f"**Another model:** {line}") for line in other_models],
         ("p", "**" + headline(t) + "**"),
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
         ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
@@ -452,8 +455,9 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
 
 
 def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
-                    caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = ()) -> str:
-    """report.md; `charts` maps each chart stem to the PNG path to link; `caveats` and
-    `unserved` as in report_blocks."""
-    blocks = report_blocks(t, deployment, caveats, unserved)
+                    caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = (),
+                    other_models: Sequence[str] = ()) -> str:
+    """report.md; `charts` maps each chart stem to the PNG path to link; `caveats`, `unserved`
+    and `other_models` as in report_blocks."""
+    blocks = report_blocks(t, deployment, caveats, unserved, other_models)
     return "\n\n".join(_markdown_block(b, charts) for b in blocks) + "\n"

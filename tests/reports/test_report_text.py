@@ -323,6 +323,21 @@ def test_the_report_says_the_requests_set_aside_before_its_dollar_figures():
     assert texts.index("**Caveat:** d: it is off") < left_out < first_dollar
 
 
+def test_the_report_says_a_trace_priced_as_another_model_before_its_dollar_figures():
+    """The summary and the replay's check name a log priced as another model than it names;
+    report.md and report.html, which a reader may read alone, said nothing of it."""
+    line = "t: the log names model 'x' (llama-2-70b in the catalog) on 3 of its 5 requests, ..."
+    blocks = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "d",
+                           unserved=[("t", 3, "t:9", "is long")], other_models=[line])
+    texts = [b[1] if isinstance(b[1], str) else "" for b in blocks]
+    named = texts.index(f"**Another model:** {line}")
+    first_dollar = next(i for i, text in enumerate(texts) if "$" in text)
+    assert texts.index(next(t for t in texts if t.startswith("**Left out:**"))) < named < first_dollar
+    assert not any("Another model" in text for text in texts if text != texts[named])
+    plain = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "d")
+    assert not any(isinstance(b[1], str) and "Another model" in b[1] for b in plain)
+
+
 def test_the_two_dollars_per_million_output_tokens_say_their_bases():
     """The shapes table's $/1M out is attributed (busy) spend, the fleet line's includes idle
     GPUs: the demo's conv trace read $17.61 per 1M output tokens above a table whose top shape
