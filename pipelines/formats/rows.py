@@ -154,6 +154,8 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
     seconds = pl.DataFrame({"arrival": arrivals}).select(s=since)["s"]
     first, third = seconds.quantile(0.25, "nearest"), seconds.quantile(0.75, "nearest")
     margin = max(BULK_MARGIN_MIN_S, BULK_MARGIN_QUARTILE_SPANS * (third - first))
+    if seconds.min() >= first - margin and seconds.max() <= third + margin:
+        return None   # the usual log: every arrival within the window, no runs to sort out
     ordered = pl.DataFrame({"s": seconds.sort()}).with_columns(
         run=(pl.col("s").diff().fill_null(0.0) > margin).cum_sum())
     stray = (ordered.group_by("run").agg(n=pl.len(), lo=pl.col("s").min(), hi=pl.col("s").max())

@@ -16,7 +16,7 @@ import zstandard
 from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import Policies
 from pipelines.formats.csvlog import split_fields
-from pipelines.formats.rows import UNQUOTABLE, Labels, _days, finish
+from pipelines.formats.rows import UNQUOTABLE, Labels, _days, _outlier_check, finish
 from pipelines.formats.sidecar import file_options
 from pipelines.formats.source import invalid_utf8_at
 from pipelines.formats.units import per_second
@@ -645,6 +645,18 @@ def test_requests_hours_after_the_rest_are_kept():
     traffic, within a day of the bulk."""
     result = read_trace(ROOT / "tests" / "fixtures" / "public" / "aibrix_output.jsonl")
     assert result.requests.height == 52 and "alone in time" not in " ".join(result.rejected["reason"])
+
+
+def test_arrivals_all_within_their_window_are_not_sorted_into_runs(monkeypatch):
+    """The usual log has no arrival outside its window, and so no run to find: sorting and
+    grouping every arrival into runs cost 0.6 s of each read of a 27M-row week (0.1 s without)."""
+    def no_runs(*_, **__):
+        raise AssertionError("arrivals grouped into runs though none is outside the window")
+    monkeypatch.setattr(pl.DataFrame, "group_by", no_runs)
+    arrivals = pl.Series("arrival", [float(t) for t in range(1000)])
+    assert _outlier_check(arrivals, Labels("arrived_at", "p", "o")) is None
+    with pytest.raises(AssertionError, match="grouped into runs"):   # one far off: runs are found
+        _outlier_check(arrivals.append(pl.Series([2.0e8])), Labels("arrived_at", "p", "o"))
 
 
 DATETIME_CSV = {"format": "csv", "time_unit": "datetime",
