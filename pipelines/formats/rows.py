@@ -171,7 +171,7 @@ def _outlier_check(arrivals: pl.Series, labels: Labels) -> tuple[pl.Expr, pl.Exp
         low = origin + dt.timedelta(seconds=first - margin)
         high = origin + dt.timedelta(seconds=third + margin)
         shown = f"{low:%Y-%m-%d %H:%M} to {high:%Y-%m-%d %H:%M} UTC"
-    return (since.is_in(ordered.filter(pl.col("run").is_in(stray["run"].implode()))["s"].unique()),
+    return (since.is_in(ordered.filter(pl.col("run").is_in(stray["run"].implode()))["s"].unique().implode()),
             pl.format("{} is '{}': outside {}, the middle half of this file's arrivals widened by {} "
                       "each side (ten times its length, a day at least): alone in time, likely a "
                       "mistyped date; replayed, it would price the fleet idle over the gap",

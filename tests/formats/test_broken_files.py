@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -593,6 +594,18 @@ def test_a_relative_clock_s_window_is_in_the_file_s_own_unit(tmp_path, unit, win
                         columns={"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out"})
     [reason] = result.rejected["reason"].to_list()
     assert reason.startswith(f"ts is '{864_000 * scale}': outside {window}, {BULK}")
+
+
+def test_an_arrival_alone_in_time_is_found_without_a_deprecated_polars_call(tmp_path):
+    """The stray arrivals were matched with `is_in` on a Series of the column's own dtype, which
+    Polars deprecates as ambiguous: a DeprecationWarning from rows.py on every file with a stray,
+    which pyproject's error filter did not turn into a failure (Polars warns while it evaluates)."""
+    body = "".join(f"{t:.1f},5,5\n" for t in (*range(100), 2.0e8))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = read_trace(write(tmp_path / "v.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n" + body))
+    assert result.rejected["line"].to_list() == [102] and result.requests.height == 100
+    assert [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)] == []
 
 
 def test_a_second_session_days_after_the_first_is_kept(tmp_path):
