@@ -662,12 +662,16 @@ def test_fp4_weights_served_weight_only_do_not_imply_an_fp4_kv_cache(catalog):
     assert (d.gpu.gemm_dtype, d.kv_dtype) == ("bf16", "fp8")
 
 
+def _set_gpu_cell(copied, gpu: str, column: str, value: str | None) -> None:
+    """Set one text cell of the copied catalog's gpus.csv (None empties it)."""
+    gpus = pl.read_csv(copied / "gpus.csv")
+    gpus.with_columns(pl.when(pl.col("gpu") == gpu).then(pl.lit(value, dtype=pl.String))
+                      .otherwise(column).alias(column)).write_csv(copied / "gpus.csv")
+
+
 @pytest.mark.parametrize("listed", ["fp8;fp9", None], ids=["unknown-dtype", "empty"])
 def test_kv_cache_dtypes_must_name_dtypes(copied, listed):
-    gpus = pl.read_csv(copied / "gpus.csv").with_columns(
-        pl.when(pl.col("gpu") == "l4").then(pl.lit(listed, dtype=pl.String))
-        .otherwise("kv_cache_dtypes").alias("kv_cache_dtypes"))
-    gpus.write_csv(copied / "gpus.csv")
+    _set_gpu_cell(copied, "l4", "kv_cache_dtypes", listed)
     with pytest.raises(CatalogError, match=r"kv_cache_dtypes of l4 in .*gpus.csv is .*: expected"
                                            r" the `;`-separated dtypes of bf16, fp16, fp8, int8,"
                                            r" fp4 that serving engines"):
@@ -681,10 +685,7 @@ def test_a_catalog_without_kv_cache_dtypes_limits_no_kv_dtype(copied):
 
 
 def test_an_allreduce_family_must_be_a_family_of_the_efficiency_file(copied):
-    gpus = pl.read_csv(copied / "gpus.csv").with_columns(
-        pl.when(pl.col("gpu") == "a10").then(pl.lit("pcie")).otherwise("allreduce_family")
-        .alias("allreduce_family"))
-    gpus.write_csv(copied / "gpus.csv")
+    _set_gpu_cell(copied, "a10", "allreduce_family", "pcie")
     with pytest.raises(CatalogError, match=r"allreduce_family of a10 in .*gpus.csv is 'pcie':"
                                            r" expected a family of .*gpu_efficiency.csv \(ada,"
                                            r" ampere, blackwell, cdna3, hopper\)"):
