@@ -240,9 +240,10 @@ def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
         named.append(f"a model with a context of more than {deployment.model.max_context:,}"
                      f" tokens ({over_context:,} request(s))")
     if over_context < unserved.height:
-        levers = " or ".join(_kv_cache_levers(deployment))
+        *others, last = _kv_cache_levers(deployment)
+        levers = f"{', '.join(others)} or {last}" if others else last
         named.append(f"a larger KV cache than {deployment.kv_capacity_tokens:,} tokens per"
-                     f" replica{': ' + levers if levers else ''}"
+                     f" replica: {levers}"
                      f" ({unserved.height - over_context:,} request(s))")
     return "; ".join(named)
 
@@ -250,13 +251,14 @@ def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
 def _kv_cache_levers(deployment: Deployment) -> list[str]:
     """The ways to a larger KV cache per replica that `deployment` has left: more GPUs only
     below the largest tensor-parallel degree its model splits into (catalog.valid_tensor_parallel),
-    an fp8 KV cache only where its own is wider (one already fp8 or fp4 gains nothing)."""
+    an fp8 KV cache only where its own is wider (one already fp8 or fp4 gains nothing), and
+    always a GPU with more memory (the one lever left at the largest tp with an fp8 cache)."""
     levers = []
     if max(valid_tensor_parallel(asdict(deployment.model))) > deployment.tp:
         levers.append("more GPUs per replica")
     if DTYPE_BYTES[deployment.kv_dtype] > DTYPE_BYTES["fp8"]:
         levers.append("an fp8 KV cache")
-    return levers
+    return [*levers, "a GPU with more memory"]
 
 
 def frame_problem(name: str, value) -> str | None:

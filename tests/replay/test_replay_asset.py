@@ -249,11 +249,13 @@ def test_remedies_name_only_what_the_set_aside_requests_need():
         "a model with a context of more than 4,096 tokens (2 request(s))")
     _, by_kv = set_aside_unservable({"t": _requests("t", [40000])}, kv_bound)
     assert remedies(by_kv, kv_bound) == ("a larger KV cache than 37,648 tokens per replica: more"
-                                         " GPUs per replica or an fp8 KV cache (1 request(s))")
+                                         " GPUs per replica, an fp8 KV cache or a GPU with more"
+                                         " memory (1 request(s))")
     _, both = set_aside_unservable({"t": _requests("t", [40000, 200000])}, kv_bound)
     assert remedies(both, kv_bound) == (
         "a model with a context of more than 131,072 tokens (1 request(s)); a larger KV cache"
-        " than 37,648 tokens per replica: more GPUs per replica or an fp8 KV cache (1 request(s))")
+        " than 37,648 tokens per replica: more GPUs per replica, an fp8 KV cache or a GPU with"
+        " more memory (1 request(s))")
 
 
 def test_remedies_advise_no_fp8_kv_cache_to_a_deployment_that_has_one():
@@ -261,20 +263,22 @@ def test_remedies_advise_no_fp8_kv_cache_to_a_deployment_that_has_one():
     fp8 = load_catalog().build(model="llama-3.1-8b", gpu="l4", kv_cache="fp8")  # 75,296 tokens
     _, by_kv = set_aside_unservable({"t": _requests("t", [80000])}, fp8)
     assert remedies(by_kv, fp8) == ("a larger KV cache than 75,296 tokens per replica: more GPUs"
-                                    " per replica (1 request(s))")
+                                    " per replica or a GPU with more memory (1 request(s))")
 
 
 def test_remedies_advise_no_more_gpus_at_the_largest_tensor_parallel_degree():
     """A deployment already at tp 8, the largest its model splits into, was told to use 'more
-    GPUs per replica'; with an fp8 KV cache too, no way to a larger KV cache is left to name."""
+    GPUs per replica'; with an fp8 KV cache too, a GPU with more memory is the lever left (the
+    advice named none)."""
     catalog = load_catalog()
     widest = catalog.build(model="llama-3.1-8b", gpu="l4", tp=8, kv_memory_fraction=0.12)
     _, by_kv = set_aside_unservable({"t": _requests("t", [40000])}, widest)
     assert remedies(by_kv, widest) == ("a larger KV cache than 34,368 tokens per replica: an fp8"
-                                       " KV cache (1 request(s))")
+                                       " KV cache or a GPU with more memory (1 request(s))")
     fp8 = catalog.build(model="llama-3.1-8b", gpu="l4", tp=8, kv_cache="fp8", kv_memory_fraction=0.12)
     _, by_kv = set_aside_unservable({"t": _requests("t", [80000])}, fp8)
-    assert remedies(by_kv, fp8) == "a larger KV cache than 68,736 tokens per replica (1 request(s))"
+    assert remedies(by_kv, fp8) == ("a larger KV cache than 68,736 tokens per replica: a GPU with"
+                                    " more memory (1 request(s))")
 
 
 @pytest.mark.parametrize(("also", "description"), [
