@@ -155,7 +155,7 @@ def _validated(requests: pl.DataFrame, deployment: Deployment) -> pl.DataFrame:
     too_long = beyond_kv(frame, deployment)
     if too_long.height:
         raise ReplayError(f"{kv_shortfall(too_long, deployment)}; replay on a deployment with more"
-                          f" KV memory (more GPUs per replica, fp8 KV cache) or leave such requests"
+                          f" KV memory ({_kv_cache_remedy(deployment)}) or leave such requests"
                           f" out of the log")
     return frame
 
@@ -240,12 +240,17 @@ def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
         named.append(f"a model with a context of more than {deployment.model.max_context:,}"
                      f" tokens ({over_context:,} request(s))")
     if over_context < unserved.height:
-        *others, last = _kv_cache_levers(deployment)
-        levers = f"{', '.join(others)} or {last}" if others else last
         named.append(f"a larger KV cache than {deployment.kv_capacity_tokens:,} tokens per"
-                     f" replica: {levers}"
+                     f" replica: {_kv_cache_remedy(deployment)}"
                      f" ({unserved.height - over_context:,} request(s))")
     return "; ".join(named)
+
+
+def _kv_cache_remedy(deployment: Deployment) -> str:
+    """The levers of _kv_cache_levers in one phrase ("a, b or c"), as the set-aside remedies
+    and the replay's refusal of a request beyond the KV cache both name them."""
+    *others, last = _kv_cache_levers(deployment)
+    return f"{', '.join(others)} or {last}" if others else last
 
 
 def _kv_cache_levers(deployment: Deployment) -> list[str]:

@@ -256,6 +256,21 @@ def test_request_longer_than_the_kv_cache_is_refused(seed):
         replay(_requests([0.0, 1.0], [100, too_long], [10, 10]), seed)
 
 
+def test_the_refusal_names_only_the_kv_cache_levers_the_deployment_has_left(catalog):
+    """A request beyond the KV cache of a deployment already at its model's largest tp with an
+    fp8 KV cache was told to use 'more GPUs per replica, fp8 KV cache', neither of which it has
+    left (the replay asset's remedies named them apart since 77f53a1, this message did not)."""
+    widest = catalog.build(model="llama-3.1-8b", gpu="l4", tp=8, kv_cache="fp8", kv_memory_fraction=0.12)
+    with pytest.raises(ReplayError) as refused:
+        replay(_requests([0.0], [widest.kv_capacity_tokens], [10]), widest)
+    assert str(refused.value).endswith("; replay on a deployment with more KV memory (a GPU with"
+                                       " more memory) or leave such requests out of the log")
+    plain = catalog.build(model="llama-3.1-8b", gpu="l4")   # tp 1, a bf16 KV cache
+    with pytest.raises(ReplayError, match=r"\(more GPUs per replica, an fp8 KV cache or a GPU with"
+                                          r" more memory\)"):
+        replay(_requests([0.0], [plain.kv_capacity_tokens], [10]), plain)
+
+
 def test_a_request_that_fills_the_kv_cache_exactly_is_replayed(seed):
     """The last token's KV is never written: prompt + output - 1 tokens fill the cache, so a
     request of exactly that size replays (one token more is refused)."""
