@@ -272,7 +272,9 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print("(the deployment cannot serve them; the figures below leave them out:"
               " FROM unserved_requests)")
     if other_models:
-        print(f"\n== Priced as another model than the log names: {len(other_models)} model name(s) ==")
+        # one line per trace and name: the same name in two traces is two lines
+        print(f"\n== Priced as another model than the log names: {len(other_models)} trace and"
+              f" name pair(s) ==")
         print("\n".join(f"- {line}" for line in other_models))
         print("(replay such a log on a deployment of the model it names: FLEETSPEND_DEPLOYMENT,"
               " or the replay config's deployment)")

@@ -331,7 +331,7 @@ def test_summary_names_a_log_priced_as_another_model_than_it_names(demo_run, tmp
         conn.execute("UPDATE requests SET model = 'meta-llama/Llama-3.1-70B-Instruct'"
                      " WHERE trace = 'AzureLLMInferenceTrace_conv'")
     out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, name_models)
-    assert ("\n== Priced as another model than the log names: 1 model name(s) ==\n"
+    assert ("\n== Priced as another model than the log names: 1 trace and name pair(s) ==\n"
             "- AzureLLMInferenceTrace_code: the log names model 'meta-llama/Llama-2-70b-chat-hf'"
             " (llama-2-70b in the catalog) on 1,000 of its 8,819 requests, and azure-2023-70b-h100"
             " serves llama-3.1-70b, the deployment it was replayed on: the time and dollars of"
