@@ -20,8 +20,9 @@
 --                      (an output cap: a change of the product, not only of its cost) and the
 --                      share of the baseline's output tokens it does not generate, percent
 --   prefix_cache       the scenario's prefix-cache setting (scenario_fleets): a share is assumed
---   lower_precision    the scenario stores the weights or the KV cache in fewer bits than the
---                      baseline (scenario_fleets): answers can change, which no replay measures
+--   lower_precision    the scenario stores the weights or the KV cache in another format no wider
+--                      than the baseline's (scenario_fleets): answers can change, which no replay
+--                      measures
 --   skipped            why a scenario was not replayed (it cannot apply to the baseline deployment,
 --                      scenario_fleets.skipped): one 'all' row without figures; null otherwise
 CREATE OR REPLACE TABLE what_if AS

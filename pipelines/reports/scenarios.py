@@ -348,11 +348,13 @@ def _labelled(batches: Iterator[pl.DataFrame], labels: tuple[pl.Expr, ...]) -> I
 
 
 def lowers_precision(baseline: Deployment, weight_dtype: str, kv_dtype: str) -> bool:
-    """Whether a scenario stores the weights or the KV cache in fewer bits than the baseline
-    (bf16 -> fp8, fp8 -> fp4): the numerics change, and so can the answers, which no replay
-    measures; the headline says so when it names such a lever."""
-    return (DTYPE_BYTES[weight_dtype] < DTYPE_BYTES[baseline.weight_dtype]
-            or DTYPE_BYTES[kv_dtype] < DTYPE_BYTES[baseline.kv_dtype])
+    """Whether a scenario stores the weights or the KV cache in a number format no wider than
+    the baseline's and other than it (bf16 -> fp8, fp8 -> fp4, and fp8 -> int8 or fp16 -> bf16
+    at the same size): the numerics change, and so can the answers, which no replay measures;
+    the headline says so when it names such a lever. A wider format (fp8 -> bf16) is not."""
+    def narrower(new: str, old: str) -> bool:
+        return new != old and DTYPE_BYTES[new] <= DTYPE_BYTES[old]
+    return narrower(weight_dtype, baseline.weight_dtype) or narrower(kv_dtype, baseline.kv_dtype)
 
 
 def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -> dict:

@@ -293,8 +293,8 @@ def _product_change(best: dict) -> list[tuple[str, str]]:
     """What a lever changes beyond the cost, said with its name, each with the what_if columns
     it comes from: an output cap frees dollars by cutting answers short (how many, and how much
     of the text), an assumed prefix-cache hit share (scenarios.csv's prefix-cache) is a
-    saving only if the traffic hits that often, and weights or a KV cache in fewer bits (fp8,
-    fp4) can change the answers, which the replay does not measure."""
+    saving only if the traffic hits that often, and weights or a KV cache in a lower-precision
+    format (fp8, fp4, int8) can change the answers, which the replay does not measure."""
     parts = []
     if best["truncated_requests"]:
         parts.append((f"it cuts {best['truncated_requests']:,} of {best['requests']:,} answers short,"
@@ -304,7 +304,8 @@ def _product_change(best: dict) -> list[tuple[str, str]]:
         parts.append(("the saving holds only if the log's traffic hits the cache that often",
                       "prefix_cache"))
     if best["lower_precision"]:
-        parts.append(("fewer bits can change the answers: check their quality before switching",
+        parts.append(("a lower-precision format can change the answers: check their quality"
+                      " before switching",
                       "lower_precision"))
     return parts
 

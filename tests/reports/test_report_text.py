@@ -406,11 +406,11 @@ def test_a_lever_in_fewer_bits_says_to_check_the_answers():
     fp8 = _what_if(-8.0, 0.0, scenario="tp2-fp8").with_columns(
         change=pl.lit("tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8"), lower_precision=pl.lit(True))
     [*_, lever] = headline_facts(_tables(fp8))
-    assert ("'tp2-fp8' (tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8; fewer bits can change"
-            " the answers: check their quality before switching)") in lever.text
+    assert ("'tp2-fp8' (tp 4 → 2; weights bf16 → fp8; KV cache bf16 → fp8; a lower-precision"
+            " format can change the answers: check their quality before switching)") in lever.text
     assert "lower_precision" in lever.source
     [*_, lever] = headline_facts(_tables(fp8.with_columns(lower_precision=pl.lit(False))))
-    assert "fewer bits" not in lever.text and "lower_precision" not in lever.source
+    assert "lower-precision" not in lever.text and "lower_precision" not in lever.source
 
 
 def test_a_fleet_line_says_how_full_its_busy_gpus_are():

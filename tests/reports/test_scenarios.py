@@ -20,8 +20,9 @@ from pipelines.reports.scenarios import (
     ScenarioError,
     ScenarioNotApplicable,
     change_text,
-    price_change_text,
     load_scenarios,
+    lowers_precision,
+    price_change_text,
     replay_scenarios,
     scenario_deployment,
     scenario_requests,
@@ -520,3 +521,11 @@ def test_a_price_past_a_hundredth_of_a_cent_still_reads_in_cents():
 
     assert [_usd(p) for p in (8.6, 6.155, 10, 8.00001, 0.7992, 2.123456)] == [
         "$8.60", "$6.155", "$10.00", "$8.00", "$0.7992", "$2.1235"]
+
+
+def test_a_format_change_at_the_same_size_is_lower_precision_and_a_wider_one_is_not():
+    """fp8 -> int8 (or fp16 -> bf16) keeps the bytes and changes the numerics: it was not flagged,
+    since the rule compared bytes only; bf16 -> fp8 is, fp8 -> bf16 (wider) and no change are not."""
+    fp8 = load_catalog().build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", kv_cache="fp8")
+    assert lowers_precision(fp8, "int8", "fp8") and lowers_precision(fp8, "fp8", "fp4")
+    assert not lowers_precision(fp8, "fp8", "fp8") and not lowers_precision(fp8, "bf16", "bf16")
