@@ -181,6 +181,18 @@ def _kv_tokens() -> pl.Expr:
     return pl.col("prompt_tokens") + pl.col("output_tokens") - 1
 
 
+def _length() -> pl.Expr:
+    """A request's tokens, prompt + output: what a model's context (max_context) must hold."""
+    return pl.col("prompt_tokens") + pl.col("output_tokens")
+
+
+def _beyond_context(deployment: Deployment) -> pl.Expr:
+    """The requests longer than `deployment`'s model's context (none where the catalog does not
+    say its context): an engine refuses them at admission (vLLM's max_model_len)."""
+    context = deployment.model.max_context
+    return _length() > context if context else pl.lit(False)
+
+
 def _with_thousands(count: pl.Expr) -> pl.Expr:
     """A non-negative integer count as text with comma thousands separators (4147 -> "4,147"),
     as every other count the pipeline prints; Polars' format has no such option. All seven
@@ -204,16 +216,14 @@ def set_aside_unservable(traces: Mapping[str, pl.DataFrame], deployment: Deploym
     requests aside (table unserved_requests, UNSERVED_SCHEMA), so that one oversized row in one
     upload does not stop the replay of every trace; a trace left with no request is left out of
     the first."""
-    context = deployment.model.max_context
-    length = pl.col("prompt_tokens") + pl.col("output_tokens")
-    too_big = _kv_tokens() > deployment.kv_capacity_tokens
+    context, beyond_context = deployment.model.max_context, _beyond_context(deployment)
+    too_big = (_kv_tokens() > deployment.kv_capacity_tokens) | beyond_context
     reason = pl.format(f"needs {{}} tokens of KV cache: one replica of {deployment.name} holds"
                        f" {deployment.kv_capacity_tokens:,}", _with_thousands(_kv_tokens()))
     if context:
-        too_big = too_big | (length > context)
-        reason = pl.when(length > context).then(pl.format(
+        reason = pl.when(beyond_context).then(pl.format(
             f"has {{}} tokens (prompt + output), more than {deployment.model.model}'s context"
-            f" of {context:,}", _with_thousands(length))).otherwise(reason)
+            f" of {context:,}", _with_thousands(_length()))).otherwise(reason)
     served, unserved = {}, []
     for trace, frame in traces.items():
         refused = frame.filter(too_big)
@@ -232,9 +242,7 @@ def remedies(unserved: pl.DataFrame, deployment: Deployment) -> str:
     a model with a longer context for those beyond its context, a larger KV cache for the
     others; only the remedies the set-aside rows need are named, and only the ways to a larger
     KV cache the deployment has left (`_kv_cache_levers`)."""
-    length = pl.col("prompt_tokens") + pl.col("output_tokens")
-    context = deployment.model.max_context
-    over_context = unserved.filter(length > context).height if context else 0
+    over_context = unserved.filter(_beyond_context(deployment)).height
     named = []
     if over_context:
         named.append(f"a model with a context of more than {deployment.model.max_context:,}"
