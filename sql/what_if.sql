@@ -4,7 +4,10 @@
 --   description, change  the scenario's prose (scenarios.csv) and what it changes on this
 --                      baseline, in its numbers (scenario_fleets.change)
 --   spend_usd          attributed (busy) GPU spend: GPU-seconds x the scenario's $/GPU-hour
---   delta_usd_per_day  delta_usd scaled to a day: each trace's delta x 86,400 / its baseline span
+--   delta_usd_per_day  delta_usd scaled to a day: each trace's delta x 86,400 / its baseline span;
+--   baseline_usd_per_day the baseline's busy spend scaled the same way, what delta_usd_per_day is a
+--                      share of (delta_pct is of the replays' dollars: where the traces' spans
+--                      differ, each trace weighs by its dollars there and by its dollars a day here)
 --   (dollar deltas are rounded to a millionth of a dollar and delta_pct to a millionth of a
 --   percentage point: an unchanged fleet's difference of two float sums is 0, not 3e-13; the
 --   + 0.0 after each round makes a rounded tiny negative 0, not -0.0)
@@ -125,6 +128,7 @@ SELECT
     round(r.spend_usd - b.spend_usd, 6) + 0.0 AS delta_usd,
     round(100 * (r.spend_usd - b.spend_usd) / b.spend_usd, 6) + 0.0 AS delta_pct,
     round(r.usd_per_day - b.usd_per_day, 6) + 0.0 AS delta_usd_per_day,
+    b.usd_per_day AS baseline_usd_per_day,
     b.p95_ttft_s AS baseline_p95_ttft_s,
     r.p95_ttft_s,
     r.p95_ttft_s - b.p95_ttft_s AS delta_p95_ttft_s,

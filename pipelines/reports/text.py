@@ -240,7 +240,7 @@ HEADLINE_COLUMNS = {
     "stage_breakdown": ("shape", "stage", "pct_spend"),
     "shape_spend": ("rank", "cum_pct_spend", "shape", "pct_spend", "cost_stage", "cost_lever"),
     "fleet_summary": ("trace", "idle_share", "spend_usd", "span_s"),
-    "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "delta_pct",
+    "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "baseline_usd_per_day",
                 "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s",
                 "baseline_p95_ttft_s", "p95_ttft_s", "delta_fleet_usd_per_day", "requests",
                 "truncated_requests", "truncated_output_pct", "prefix_cache", "lower_precision"),
@@ -312,15 +312,17 @@ def _product_change(best: dict) -> list[tuple[str, str]]:
 
 def _lever_fact(best: dict, spans: str) -> Fact:
     """The best lever: the busy-GPU dollars it frees per day, and the traffic that day is scaled
-    from (`spans`: an hour's log makes a day's figure), and what the fleet (busy + idle) costs per
-    day. Busy dollars are money saved only once the fleet is resized (README "What-if
+    from (`spans`: an hour's log makes a day's figure), as a share of the baseline's busy dollars a
+    day (not `delta_pct`, a share of the replays' dollars: with traces of unequal spans it said
+    "$1,471/day (-33%)" of a $6,946/day baseline, -21%), and what the fleet (busy + idle) costs
+    per day. Busy dollars are money saved only once the fleet is resized (README "What-if
     scenarios"): a lever that frees them on a fleet of the same GPUs says so, so that its $/day
     is not read as a cut of the bill."""
     bill = best["delta_fleet_usd_per_day"]
     resized = bill <= best["delta_usd_per_day"] / 2  # the bill keeps half the busy saving or more
     # in the busy saving's digits: a small fleet's -$0.30 is -$0.30, not +$0 (0 and -0.0 are +$0)
     bill_text = f"{'-' if bill < 0 else '+'}${_dollars(abs(bill))}"
-    pct = best["delta_pct"]
+    pct = 100 * best["delta_usd_per_day"] / best["baseline_usd_per_day"]
     # -0.3 is -0.3%, not -0%; -0.00004 is -0.00004%, not -4e-05%
     pct_text = (f"{pct:+.0f}%" if abs(pct) >= 0.5 else np.format_float_positional(
         pct, precision=2, unique=False, fractional=False, trim="-", sign=True) + "%")
@@ -333,7 +335,8 @@ def _lever_fact(best: dict, spans: str) -> Fact:
         f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
         f"(busy + idle) changes by {bill_text}/day"
         + ("" if resized else ": a fleet of fixed size saves busy dollars only once it is resized"),
-        f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day, delta_pct, p95_ttft_s,"
+        f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day,"
+        f" baseline_usd_per_day, p95_ttft_s,"
         f" delta_fleet_usd_per_day{''.join(f', {columns}' for _, columns in changes)};"
         f" fleet_summary: span_s")
 

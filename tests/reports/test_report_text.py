@@ -83,6 +83,7 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
         "requests": [28_185], "truncated_requests": [0], "truncated_output_pct": [0.0],
         "prefix_cache": [None], "lower_precision": [False], "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
         "delta_usd": [delta_usd], "delta_usd_per_day": [24 * delta_usd], "delta_pct": [delta_usd],
+        "baseline_usd_per_day": [2400.0],
         "delta_p95_ttft_s": [-0.5], "delta_p95_tpot_s": [-0.01], "baseline_p95_ttft_s": [1.5],
         "p95_ttft_s": [1.0], "baseline_p95_tpot_s": [0.05], "p95_tpot_s": [0.04],
         "baseline_fleet_usd": [150.0], "delta_fleet_usd": [delta_fleet_usd],
@@ -116,6 +117,17 @@ def test_a_bill_change_under_half_a_dollar_a_day_keeps_its_cents_not_minus_zero(
     read as nothing); in the busy saving's digits it is -$0.24."""
     [*_, lever] = headline_facts(_tables(_what_if(-8.0, -0.01)))
     assert "changes by -$0.24/day" in lever.text and "$-" not in lever.text
+
+
+def test_the_headlines_percent_is_of_the_baselines_dollars_a_day_as_its_dollars_are():
+    """Traces of unequal spans (a 2.6-min log beside a 55-min one) weigh differently in the
+    replays' dollars (delta_pct) and in dollars a day: the headline said "$1,471/day (-33%)" of a
+    $6,946/day baseline, where the cut is 21% of it. Here -$480/day of $2,400/day is -20%,
+    whatever delta_pct says."""
+    what_if = _what_if(-20.0, 0.0).with_columns(delta_pct=pl.lit(-33.0))
+    [*_, lever] = headline_facts(_tables(what_if))
+    assert "cut busy-GPU spend by $480/day (-20%)" in lever.text and "-33%" not in lever.text
+    assert "baseline_usd_per_day" in lever.source
 
 
 def test_a_cut_under_half_a_percent_keeps_its_size_not_minus_zero():

@@ -315,6 +315,21 @@ def test_what_if(conn):
     assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9, abs_tol=5e-7)
 
 
+def test_what_if_baseline_per_day_weighs_each_trace_by_its_own_span(conn):
+    """baseline_usd_per_day is what delta_usd_per_day is a share of: each trace's busy dollars x
+    86,400 / its span. A second trace 'u' of a tenth of 't''s span, with the same requests and
+    halved GPU-seconds in the scenario: its dollars are 1/2 of the replays' but 10/11 a day."""
+    for table in ("request_stages", "scenario_stages", "requests", "scenario_fleets", "fleet_timeline"):
+        conn.execute(f"INSERT INTO {table} SELECT * REPLACE ('u' AS trace) FROM {table}")
+    conn.execute("UPDATE request_stages SET finished_s = finished_s / 10 WHERE trace = 'u'")
+    _build_report_tables(conn)
+    row = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl().row(0, named=True)
+    day_t, day_u = 0.011 * 86400 / 5.1, 0.011 * 86400 / 0.51
+    assert row["baseline_usd_per_day"] == pytest.approx(day_t + day_u)
+    assert row["delta_usd_per_day"] == pytest.approx(-(day_t + day_u) / 2, abs=1e-6)
+    assert row["delta_pct"] == pytest.approx(-50.0)
+
+
 def test_what_if_prices_a_scenario_at_its_own_gpu_price(conn):
     """A GPU swap's busy and fleet dollars are its GPU-seconds at the scenario fleet's price
     (scenario_fleets.usd_per_gpu_hour), not the baseline's: here half the GPU-seconds at twice
