@@ -94,6 +94,17 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def _usd(amount: float) -> str:
+    """A dollar amount of the prose (no $ sign), the same wherever it is said: cents from $1
+    ($142.79, $7,352.03), and under that _fmt's three digits, so a small fleet's $0.0143 with
+    $0.00481 of it idle does not read "$0.01 (idle 34% = $0.00)" in one sentence and $0.0143 in
+    the next. Cents at least below $1 too: $0.50, not $0.5."""
+    if not math.isfinite(amount) or abs(float(f"{amount:.3g}")) >= 1:
+        return f"{amount:,.2f}"
+    whole, _, decimals = _fmt(amount).partition(".")
+    return f"{whole}.{decimals.ljust(2, '0')}"
+
+
 def table_rows(frame: pl.DataFrame, columns: dict[str, str]) -> list[list[str]]:
     """The cells of `columns`, formatted for reading."""
     return [[_fmt(row[c]) for c in columns] for row in frame.select(list(columns)).iter_rows(named=True)]
@@ -122,12 +133,12 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
             f"**{s['trace']}**: {s['requests']:,} requests over {_duration(s['span_s'])}, "
             f"{s['prompt_tokens']:,} prompt + "
             f"{s['output_tokens']:,} output tokens; {s['gpu_hours']:,.1f} GPU-hours = "
-            f"${s['spend_usd']:,.2f} (idle {100 * s['idle_share']:.1f}% = ${s['idle_usd']:,.2f}; "
+            f"${_usd(s['spend_usd'])} (idle {100 * s['idle_share']:.1f}% = ${_usd(s['idle_usd'])}; "
             f"mean batch {s['mean_batch']:,.1f} of max {s['max_seqs']:,}, "
             f"peak KV use {_fmt(100 * s['peak_kv_use'])}%); "
             f"TTFT p50/p95 {s['p50_ttft_s']:.3f}/{s['p95_ttft_s']:.3f} s; "
             f"{_tpot_text(s['p50_tpot_s'], s['p95_tpot_s'])}; "
-            f"${s['usd_per_1m_output_tokens']:,.2f} per 1M output tokens (busy + idle)"
+            f"${_usd(s['usd_per_1m_output_tokens'])} per 1M output tokens (busy + idle)"
         )
     return lines
 
@@ -263,7 +274,7 @@ def headline_facts(t: ReportTables) -> list[Fact]:
              f"led by '{first['shape']}' ({first['pct_spend']:.0f}%, most of its dollars in "
              f"{first['cost_stage']}: {first['cost_lever']})",
              f"shape_spend: rank = {top3['rank']}, cum_pct_spend; rank = 1, pct_spend, cost_stage, cost_lever"),
-        Fact(f"idle GPUs are {100 * fleet['idle_share']:.0f}% of the ${fleet['spend_usd']:,.2f} the fleet cost",
+        Fact(f"idle GPUs are {100 * fleet['idle_share']:.0f}% of the ${_usd(fleet['spend_usd'])} the fleet cost",
              "fleet_summary: trace = 'all', idle_share, spend_usd"),
     ]
     best = best_scenario(t.what_if)
@@ -368,8 +379,8 @@ def chargeback_note(chargeback: pl.DataFrame, fleet_summary: pl.DataFrame) -> st
     10.7% of spend and $2.60 of a $138.42 fleet, and said nothing of the rest."""
     fleet = fleet_summary.filter(pl.col("trace") == "all").row(0, named=True)
     text = (f"The $ and % spend columns are attributed (busy) GPU spend: "
-            f"${_fmt(fleet['attributed_usd'])} of the ${_fmt(fleet['spend_usd'])} the fleet cost; its "
-            f"idle GPU time (${_fmt(fleet['idle_usd'])}) is charged to no one.")
+            f"${_usd(fleet['attributed_usd'])} of the ${_usd(fleet['spend_usd'])} the fleet cost; its "
+            f"idle GPU time (${_usd(fleet['idle_usd'])}) is charged to no one.")
     unnamed, absent = [], []
     for dimension in ("model", "tenant"):
         rows = chargeback.filter(pl.col("dimension") == dimension)
@@ -380,8 +391,8 @@ def chargeback_note(chargeback: pl.DataFrame, fleet_summary: pl.DataFrame) -> st
             share = 100 - rows["pct_spend"].sum()
             usd = fleet["attributed_usd"] - rows["spend_usd"].sum()
             unnamed.append(f"{requests:,} requests name no {dimension} ({_fmt(share)}% of attributed "
-                           f"spend, ${_fmt(usd)})" if not unnamed else
-                           f"{requests:,} name no {dimension} ({_fmt(share)}%, ${_fmt(usd)})")
+                           f"spend, ${_usd(usd)})" if not unnamed else
+                           f"{requests:,} name no {dimension} ({_fmt(share)}%, ${_usd(usd)})")
     if unnamed:
         text += (" A dimension's shares add up to 100% only where every request names one: "
                  + "; ".join(unnamed) + ".")

@@ -305,6 +305,24 @@ def test_chargeback_says_its_dollars_leave_out_idle_gpus_and_unnamed_requests():
                     " $21.75).")
 
 
+def test_a_fleets_dollars_read_the_same_in_its_summary_line_headline_and_chargeback_note():
+    """A small fleet (23 requests on one A100, $0.0143 of which $0.00481 idle) read "$0.01 (idle
+    72.9% = $0.00)" in its summary line and the headline, and "$0.0143 ... ($0.00481)" in the
+    chargeback note; a big one read $1,234.56 in the summary line and $1,235 in the note."""
+    for spend, idle, said, idle_said in ((0.0143, 0.00481, "$0.0143", "$0.00481"),
+                                         (1234.56, 114.07, "$1,234.56", "$114.07")):
+        summary = _summary(0.0123, 0.0456).with_columns(spend_usd=pl.lit(spend), idle_usd=pl.lit(idle))
+        [line] = summary_lines(summary)
+        assert f"= {said} (idle 50.0% = {idle_said};" in line
+        fleet = FLEET.with_columns(spend_usd=pl.lit(spend), idle_usd=pl.lit(idle))
+        note = chargeback_note(_chargeback(("tenant", "acme", 8870, 24.35, 100.0)), fleet)
+        assert f"$24.35 of the {said} the fleet cost; its idle GPU time ({idle_said})" in note
+        tables = _tables(_what_if(-8.0, 0.0))
+        tables = dataclasses.replace(tables, fleet_summary=tables.fleet_summary.with_columns(
+            spend_usd=pl.lit(spend)))
+        assert f"% of the {said} the fleet cost" in headline(tables)
+
+
 def test_chargeback_note_names_a_dimension_no_request_names():
     note = chargeback_note(_chargeback(("tenant", "acme", 8870, 24.35, 100.0)), FLEET)
     assert note.endswith("charged to no one. No request names a model.")
