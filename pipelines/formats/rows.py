@@ -284,10 +284,12 @@ def finish(frame: pl.LazyFrame, *, path: Path, fmt: str, sha256: str, labels: La
 
 
 def _named(column: str) -> pl.Expr:
-    """A model or tenant name as text; a blank one (an empty CSV cell, a JSON "user": "") names no
-    one, so it is null, as a missing one is: chargeback bills no tenant '' of its own."""
-    name = pl.col(column).cast(pl.String)
-    return pl.when(name.str.strip_chars() != "").then(name).alias(column)
+    """A model or tenant name as text, stripped as a CSV cell is, so a JSON "user": "team-a "
+    is the tenant team-a (chargeback billed it apart from the same team's other requests); a
+    blank one (an empty CSV cell, a JSON "user": "") names no one, so it is null, as a missing
+    one is: chargeback bills no tenant '' of its own."""
+    name = pl.col(column).cast(pl.String).str.strip_chars()
+    return pl.when(name != "").then(name).alias(column)
 
 
 def _timed(accepted: pl.DataFrame, relative: bool, start_time: dt.datetime | None) -> pl.DataFrame:

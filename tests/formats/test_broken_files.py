@@ -249,6 +249,22 @@ def test_a_blank_tenant_or_model_names_no_one(tmp_path):
     assert read_trace(usage).requests["tenant"].to_list() == [None]
 
 
+def test_a_tenant_or_model_name_is_stripped_in_every_format(tmp_path):
+    """A CSV cell is stripped, a JSON string was not: the same team written "team-a " in a JSONL
+    log was a tenant of its own in chargeback, beside the team-a of its other requests."""
+    mapping = {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out", "tenant": "team",
+               "model": "m"}
+    csv = write(tmp_path / "team.csv", "ts,in,out,team,m\n0,100,10, team-a , x \n")
+    jsonl = write(tmp_path / "team.jsonl", '{"ts": 0, "in": 100, "out": 10, "team": " team-a ", "m": "x "}\n')
+    for path, fmt in ((csv, "csv"), (jsonl, "jsonl")):
+        result = read_trace(path, format=fmt, time_unit="s", columns=mapping)
+        assert result.requests.select("tenant", "model").rows() == [("team-a", "x")], fmt
+    usage = write(tmp_path / "usage.jsonl",
+                  '{"created": 1700000000, "model": "gpt-4o ", "user": " team-a", "usage":'
+                  ' {"prompt_tokens": 9, "completion_tokens": 3}}\n')
+    assert read_trace(usage).requests.select("tenant", "model").rows() == [("team-a", "gpt-4o")]
+
+
 def test_generic_parquet_and_jsonl_mappings(tmp_path):
     frame = pl.DataFrame({"t": [0, 1500, 750], "inp": [10, 20, -1], "out": [1, 2, 3]})
     frame.write_parquet(tmp_path / "own.parquet")
