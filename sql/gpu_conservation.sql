@@ -1,5 +1,7 @@
 -- Cost conservation per replayed fleet (trace x scenario): GPU-seconds attributed to requests
--- plus idle GPU-seconds must equal replicas x GPUs per replica x replayed span.
+-- plus idle GPU-seconds must equal replicas x GPUs per replica x replayed span. A fleet with
+-- stages but no fleet_timeline rows, or whose deployment is not in roofline, is kept with a NULL
+-- relative_error (which the check fails on) rather than dropped by the join.
 CREATE OR REPLACE VIEW gpu_conservation AS
 WITH attributed AS (
     SELECT trace, scenario, deployment, sum(gpu_s) AS attributed_gpu_s, max(finished_s) AS span_s
@@ -16,5 +18,5 @@ SELECT
     r.replicas * r.gpus_per_replica * a.span_s AS capacity_gpu_s,
     (a.attributed_gpu_s + i.idle_gpu_s) / (r.replicas * r.gpus_per_replica * a.span_s) - 1 AS relative_error
 FROM attributed AS a
-JOIN idle AS i USING (trace, scenario, deployment)
-JOIN roofline AS r USING (deployment);
+LEFT JOIN idle AS i USING (trace, scenario, deployment)
+LEFT JOIN roofline AS r USING (deployment);

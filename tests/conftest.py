@@ -31,7 +31,7 @@ def demo_run(tmp_path_factory) -> Path:
         checks = [e.event_specific_data for e in result.all_events
                   if e.event_type_value == "ASSET_CHECK_EVALUATION"]
         failed = [c.check_name for c in checks if not c.passed]
-        assert len(checks) == 10 and not failed, f"asset checks failed: {failed}"
+        assert len(checks) == 11 and not failed, f"asset checks failed: {failed}"
     mp.undo()
     return tmp
 

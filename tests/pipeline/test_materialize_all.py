@@ -38,6 +38,7 @@ def test_asset_graph_snapshot():
         "request_stages:ttft_covers_prefill",
         "requests:rows_read_equal_accepted_plus_rejected",
         "scenario_stages:every_scenario_replays_every_request",
+        "scenario_stages:scenario_gpu_seconds_conserved",
         "shape_spend:every_request_has_a_shape",
         "trace_files:every_trace_file_ingested",
         "unserved_requests:every_request_served",

@@ -64,6 +64,19 @@ def test_unconserved_gpu_seconds_name_the_fleet_and_both_sides(tmp_path):
                                   " 40.0 GPU-s (relative error -0.17, tolerance 1e-09)")
 
 
+def test_a_fleet_with_no_timeline_fails_the_conservation_check_by_name(tmp_path):
+    """A second trace replayed but absent from fleet_timeline was dropped by the view's inner join,
+    and the check passed on the first trace alone: it is now kept, unbalanced, and named."""
+    path = _warehouse(tmp_path, 26.8)
+    with duckdb.connect(path) as conn:
+        conn.execute("INSERT INTO request_stages SELECT * REPLACE ('u' AS trace) FROM request_stages")
+    result = _run(gpu_seconds_conserved, path)
+    assert not result.passed
+    assert result.description == ("u (baseline): its GPU-seconds cannot be balanced (no"
+                                  " fleet_timeline rows, or a deployment not in roofline)")
+    assert result.metadata["fleets"].value == 2 and result.metadata["unbalanced_fleets"].value == 1
+
+
 def test_passing_checks_say_nothing_more(tmp_path):
     path = _warehouse(tmp_path, 26.8)
     with duckdb.connect(path) as conn:

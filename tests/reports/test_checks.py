@@ -8,7 +8,11 @@ import polars as pl
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from pipelines.defs.reports.checks import every_request_has_a_shape, every_scenario_replays_every_request
+from pipelines.defs.reports.checks import (
+    every_request_has_a_shape,
+    every_scenario_replays_every_request,
+    scenario_gpu_seconds_conserved,
+)
 from pipelines.warehouse import write_table
 
 
@@ -54,3 +58,41 @@ def test_a_failure_says_why_in_one_line(warehouse):
         " or overlap")
     assert every_scenario_replays_every_request(duckdb=resource).description == (
         "y: 1 baseline request(s) missing, 1 extra")
+
+
+def _scenario_fleets(path, idle_gpu_s: list[float], skipped: list) -> None:
+    """Scenario x on trace t: 2 requests of 3 GPU-s each, the last finishing at 5 s, on a fleet of
+    2 replicas x 2 GPUs (20 GPU-s): conserved with 14 idle GPU-s. Scenario y skipped."""
+    with duckdb.connect(str(path)) as conn:
+        write_table(conn, "scenario_stages", pl.DataFrame({
+            "trace": ["t"] * 2, "scenario": ["x"] * 2, "request_id": ["1", "2"],
+            "gpu_s": [3.0, 3.0], "finished_s": [2.0, 5.0]}))
+        write_table(conn, "scenario_fleets", pl.DataFrame({
+            "trace": ["t", "t"], "scenario": ["x", "y"], "replicas": [2, 2],
+            "gpus_per_replica": [2, None], "idle_gpu_s": idle_gpu_s, "skipped": skipped},
+            schema_overrides={"skipped": pl.String, "idle_gpu_s": pl.Float64}))
+
+
+def test_a_what_if_fleets_gpu_seconds_are_conserved_or_the_check_names_it(tmp_path):
+    """The baseline's conservation check never looked at the what-if replays, whose idle
+    GPU-seconds make their fleet dollars: a scenario fleet is balanced the same way."""
+    path = tmp_path / "s.duckdb"
+    _scenario_fleets(path, [14.0, None], [None, "tp 3 does not split the model"])
+    resource = DuckDBResource(database=str(path))
+    assert scenario_gpu_seconds_conserved(duckdb=resource).description is None
+    _scenario_fleets(path, [10.0, None], [None, "tp 3 does not split the model"])
+    result = scenario_gpu_seconds_conserved(duckdb=resource)
+    assert not result.passed
+    assert result.description == ("t (x): attributed + idle = 16.0 GPU-s, but the fleet had 20.0"
+                                  " GPU-s (relative error -0.2, tolerance 1e-09)")
+
+
+def test_a_what_if_fleet_without_stages_fails_and_all_skipped_passes(tmp_path):
+    path = tmp_path / "s.duckdb"
+    _scenario_fleets(path, [14.0, 1.0], [None, None])  # y replayed on paper, no stages
+    result = scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path)))
+    assert not result.passed and result.description.startswith("t (y): its GPU-seconds cannot be balanced")
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("DELETE FROM scenario_stages")
+        conn.execute("UPDATE scenario_fleets SET skipped = 'no KV room'")
+    assert scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path))).passed

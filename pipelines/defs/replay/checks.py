@@ -69,27 +69,40 @@ def gpu_seconds_conserved(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     """attributed + idle GPU-seconds = replicas x GPUs per replica x replayed span, per fleet."""
     with duckdb.get_connection() as conn:
         run_sql(conn, "gpu_conservation")
-        worst = scalar(conn, "SELECT max(abs(relative_error)) FROM gpu_conservation")
-        fleets = scalar(conn, "SELECT count(*) FROM gpu_conservation")
-        row = conn.execute("SELECT trace, scenario, printf('%,.1f', attributed_gpu_s + idle_gpu_s),"
-                           " printf('%,.1f', capacity_gpu_s), printf('%.3g', relative_error)"
-                           " FROM gpu_conservation ORDER BY abs(relative_error) DESC NULLS FIRST"
-                           " LIMIT 1").fetchall()
-    passed = worst is not None and worst <= CONSERVATION_TOLERANCE
+        return conservation_result(conn, "gpu_conservation",
+                                   "no fleet_timeline rows, or a deployment not in roofline")
+
+
+def conservation_result(conn, view: str, unaccounted: str, *,
+                        no_fleet_passes: bool = False) -> dg.AssetCheckResult:
+    """The result of a GPU-seconds conservation view (sql/gpu_conservation.sql and its what-if
+    twin): passed when every fleet's relative error is within CONSERVATION_TOLERANCE; a fleet
+    whose error is NULL, one side of the balance missing (`unaccounted` says which can be), fails
+    too, named first. A view without fleets fails unless `no_fleet_passes` (every what-if
+    scenario skipped leaves nothing to balance; a replay always has a fleet)."""
+    fleets, worst, missing = conn.execute(
+        f"SELECT count(*), max(abs(relative_error)), count(*) FILTER (relative_error IS NULL)"
+        f" FROM {view}").fetchone()
+    row = conn.execute(f"SELECT trace, scenario, printf('%,.1f', attributed_gpu_s + idle_gpu_s),"
+                       f" printf('%,.1f', capacity_gpu_s), printf('%.3g', relative_error)"
+                       f" FROM {view} ORDER BY abs(relative_error) DESC NULLS FIRST LIMIT 1").fetchall()
+    passed = (fleets == 0 and no_fleet_passes) or (
+        fleets > 0 and missing == 0 and worst <= CONSERVATION_TOLERANCE)
     if passed:
         description = None
     elif not row:
-        description = ("no fleet to check: request_stages and fleet_timeline share no"
-                       " (trace, scenario, deployment), or the deployment is not in roofline")
+        description = f"no fleet to check in {view}"
     else:
         trace, scenario, accounted, capacity, error = row[0]
         description = (f"{trace} ({scenario}): attributed + idle = {accounted} GPU-s, but the"
                        f" fleet had {capacity} GPU-s (relative error {error}, tolerance"
-                       f" {CONSERVATION_TOLERANCE:g})")
+                       f" {CONSERVATION_TOLERANCE:g})" if error is not None else
+                       f"{trace} ({scenario}): its GPU-seconds cannot be balanced ({unaccounted})"
+                       f"{f'; {missing - 1:,} more such fleet(s)' if missing > 1 else ''}")
     return dg.AssetCheckResult(
         passed=passed, description=description,
-        metadata={"fleets": fleets, "worst_relative_error": float(worst or 0.0),
-                  "tolerance": CONSERVATION_TOLERANCE},
+        metadata={"fleets": fleets, "unbalanced_fleets": missing,
+                  "worst_relative_error": float(worst or 0.0), "tolerance": CONSERVATION_TOLERANCE},
     )
 
 

@@ -1,9 +1,11 @@
 """Report invariants: the shape buckets cover every replayed request (no request lost to a gap
-in shape_buckets.csv), and every what-if scenario replayed exactly the baseline's requests."""
+in shape_buckets.csv), every what-if scenario replayed exactly the baseline's requests, and each
+what-if fleet's GPU-seconds are conserved as the baseline's are."""
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from pipelines.defs.replay.checks import conservation_result
 from pipelines.warehouse import run_sql, scalar
 
 
@@ -33,3 +35,15 @@ def every_scenario_replays_every_request(duckdb: DuckDBResource) -> dg.AssetChec
                             for name, m, e in off) or None
     return dg.AssetCheckResult(passed=missing == 0 and extra == 0, description=description,
                                metadata={"missing_rows": missing, "extra_rows": extra})
+
+
+@dg.asset_check(asset="scenario_stages", blocking=True, additional_deps=["scenario_fleets"])
+def scenario_gpu_seconds_conserved(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    """Per what-if fleet, attributed + idle GPU-seconds = its GPUs x replayed span, as
+    gpu_seconds_conserved checks for the baseline: the idle seconds are what the what-if's fleet
+    dollars (busy + idle, delta_fleet_usd) add to the busy ones."""
+    with duckdb.get_connection() as conn:
+        run_sql(conn, "scenario_gpu_conservation")
+        return conservation_result(conn, "scenario_gpu_conservation",
+                                   "a replayed scenario_fleets row without stages, or stages"
+                                   " without a scenario_fleets row", no_fleet_passes=True)
