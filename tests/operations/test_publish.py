@@ -191,3 +191,17 @@ def test_a_writing_shell_does_not_stop_new_sessions_after_a_publish(tmp_path):
         if shell.poll() is None:
             shell.kill()
     assert _value(published) == 2
+
+
+def test_in_one_process_a_new_connection_reads_what_an_open_one_opened(tmp_path):
+    """DuckDB keeps one database per file per process, as the README warns notebook users: while
+    a connection to the warehouse is open, a new `duckdb.connect` of that process reads the run
+    the open one read, not the one published since; once every connection is closed, the newest."""
+    published = tmp_path / "wh.duckdb"
+    _run(published, "r1", 1)
+    with duckdb.connect(str(published), read_only=True) as open_one:
+        _run(published, "r2", 2)
+        with duckdb.connect(str(published), read_only=True) as new_one:
+            assert new_one.execute("SELECT v FROM t").fetchall() == [(1,)]
+        assert open_one.execute("SELECT v FROM t").fetchall() == [(1,)]
+    assert _value(published) == 2

@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "sql" / "examples").glob("*.sql"))
@@ -78,3 +80,34 @@ def test_ttft_day_leaves_the_sessions_time_zone_alone(demo_run):
         conn.execute("SET TimeZone = 'Asia/Kolkata'")
         conn.execute(EXAMPLES[0].with_name("ttft_day.sql").read_text()).fetchall()
         assert conn.execute("SELECT current_setting('TimeZone')").fetchone()[0] == "Asia/Kolkata"
+
+
+def _readme_python() -> str:
+    """The Python block of the README's "SQL against the warehouse" section."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("\n## SQL against the warehouse\n", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    return block
+
+
+def test_the_readme_python_reads_the_warehouse_into_polars(demo_run, tmp_path, monkeypatch):
+    """The README's Polars snippet runs as written from a clone's root (here a folder whose
+    data/warehouse is the demo run's) and closes its connection."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "warehouse").symlink_to(demo_run / "warehouse")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(_readme_python(), namespace)  # noqa: S102 - the README's own example
+    shapes = namespace["shapes"]
+    assert isinstance(shapes, pl.DataFrame) and shapes["rank"].to_list() == list(range(1, shapes.height + 1))
+    assert shapes["pct_spend"].sum() == pytest.approx(100)
+    with pytest.raises(duckdb.ConnectionException):
+        namespace["conn"].execute("SELECT 1")
+
+
+def test_no_warehouse_column_is_a_hugeint(demo_conn):
+    """The README tells Polars users to cast their own integer sums, which DuckDB makes HUGEINT
+    (Polars: Decimal(38, 0)), 'as the examples do': the tables and views must not hand them one."""
+    wide = demo_conn.sql("SELECT table_name, column_name, data_type FROM information_schema.columns"
+                         " WHERE data_type = 'HUGEINT' OR data_type LIKE 'DECIMAL%'").fetchall()
+    assert wide == []
