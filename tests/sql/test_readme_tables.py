@@ -82,3 +82,20 @@ def test_the_readme_row_names_every_column_and_no_other(table, demo_conn):
     # A column of another table is written `table.column`: it must exist there.
     for other, column in re.findall(r"`(\w+)\.(\w+)`", ROWS[table]):
         assert other not in other_tables or column in _columns(demo_conn, other), f"{table}: {other}.{column}"
+
+
+def test_request_stages_times_are_related_as_the_readme_says(demo_conn):
+    """The request_stages row defines each stage from the replica's instants and the client's
+    ttft_s / e2e_s from the network settings of `roofline`: an analyst computing e2e time from
+    finished_s - arrival_s must know it leaves out network_s."""
+    worst = demo_conn.sql("""
+        SELECT max(abs(s.queue_s - (s.admitted_s - s.arrival_s))),
+               max(abs(s.prefill_s - (s.first_token_s - s.admitted_s))),
+               max(abs(s.decode_s - (s.finished_s - s.first_token_s))),
+               max(abs(s.network_s - r.net_tail_s)),
+               max(abs(s.ttft_s - (s.queue_s + s.prefill_s + r.net_one_way_s))),
+               max(abs(s.e2e_s - (s.queue_s + s.prefill_s + s.decode_s + s.network_s))),
+               max(abs(s.e2e_s - (s.finished_s - s.arrival_s + s.network_s))),
+               min(r.net_one_way_s)
+        FROM request_stages AS s JOIN roofline AS r USING (deployment)""").fetchall()[0]
+    assert max(worst[:-1]) < 1e-9 and worst[-1] > 0
