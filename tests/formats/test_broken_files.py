@@ -539,6 +539,14 @@ def test_absent_observed_latencies_are_fine(tmp_path):
     assert result.rejected.height == 0 and result.requests["observed_e2e_s"].to_list() == [1.0, None]
 
 
+def test_an_observed_latency_of_zero_is_kept_as_written(tmp_path):
+    """README (requests): a log's 0 s is stored as 0, not null and not rejected; calibration
+    counts it as not measured, and an analyst's percentiles must filter it out."""
+    result = read_trace(generic_csv(tmp_path, [{"first": 0, "total": 0}, {"first": 0.1, "total": 1}]),
+                        **GENERIC_CSV)
+    assert result.rejected.height == 0
+    assert result.requests.select("observed_ttft_s", "observed_e2e_s").rows() == [(0.0, 0.0), (0.1, 1.0)]
+
 WINDOW = ("outside 2000-01-01 to 2100-01-01 UTC, the window a request's arrival can fall in (a wrong unit or a "
           "broken clock)")
 TEN_YEARS = ("beyond 10 years (315360000 s) from the clock's zero, longer than a relative clock runs "
