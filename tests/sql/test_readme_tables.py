@@ -99,3 +99,14 @@ def test_request_stages_times_are_related_as_the_readme_says(demo_conn):
                min(r.net_one_way_s)
         FROM request_stages AS s JOIN roofline AS r USING (deployment)""").fetchall()[0]
     assert max(worst[:-1]) < 1e-9 and worst[-1] > 0
+
+
+def test_request_shapes_is_the_baseline_of_request_costs_with_its_shape(demo_conn):
+    """The views paragraph: request_shapes holds every request_costs column of the baseline
+    (the examples read total_usd from it) plus the shape and its buckets."""
+    costs = _columns(demo_conn, "request_costs")
+    assert _columns(demo_conn, "request_shapes") == [
+        *costs, "prompt_bucket", "output_bucket", "prompt_lower", "output_lower", "shape"]
+    counts = demo_conn.sql("SELECT (SELECT count(*) FROM request_shapes),"
+                           " (SELECT count(*) FROM request_costs WHERE scenario = 'baseline')").fetchall()
+    assert counts[0][0] == counts[0][1] > 0
