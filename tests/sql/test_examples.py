@@ -111,3 +111,25 @@ def test_no_warehouse_column_is_a_hugeint(demo_conn):
     wide = demo_conn.sql("SELECT table_name, column_name, data_type FROM information_schema.columns"
                          " WHERE data_type = 'HUGEINT' OR data_type LIKE 'DECIMAL%'").fetchall()
     assert wide == []
+
+
+def _shell_rows(demo_run, name: str) -> list[dict[str, str]]:
+    warehouse = demo_run / "warehouse" / "fleetspend.duckdb"
+    out = subprocess.run([str(DUCKDB_SHELL), "-readonly", "-csv", str(warehouse)],
+                         input=EXAMPLES[0].with_name(name).read_text(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and not out.stderr, out.stderr
+    return list(csv.DictReader(out.stdout.strip().splitlines()))
+
+
+def test_latency_by_trace_splits_each_traces_e2e_time_and_matches_the_fleet_summary(demo_run, demo_conn):
+    """Its comment: where the end-to-end time goes, per trace: the four stage shares (rounded to
+    0.1) add up to 100, and its percentiles are fleet_summary's."""
+    rows = _shell_rows(demo_run, "latency_by_trace.sql")
+    summary = {t: (n, ttft) for t, n, ttft in demo_conn.sql(
+        "SELECT trace, requests, p95_ttft_s FROM fleet_summary WHERE trace <> 'all'").fetchall()}
+    assert {row["trace"] for row in rows} == set(summary)
+    for row in rows:
+        shares = sum(float(row[f"{stage}_pct"]) for stage in ("queue", "prefill", "decode", "network"))
+        assert shares == pytest.approx(100, abs=0.2)
+        assert int(row["requests"]) == summary[row["trace"]][0]
+        assert float(row["p95_ttft_s"]) == pytest.approx(summary[row["trace"]][1], abs=0.0006)
