@@ -22,7 +22,7 @@ import polars as pl
 from pipelines.formats import aibrix, azure, burstgpt, burstgpt_vllm, generic, llmperf, mooncake, openai_usage, vidur
 from pipelines.formats.common import IngestResult, Policies, TraceFormatError, sha256_of
 from pipelines.formats.detect import detect
-from pipelines.formats.source import head_text, invalid_utf8_at, plain_file
+from pipelines.formats.source import head_text, invalid_utf8_at, nul_byte_at, plain_file
 
 FORMATS = {
     azure.FORMAT: azure.read,
@@ -63,6 +63,10 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
         if unknown:
             raise ValueError(f"option(s) {sorted(unknown)} do not apply to format {name!r}"
                              f" (it takes {sorted(accepted) or 'none'})")
+        if name != "parquet" and (at := nul_byte_at(plain)) is not None:
+            raise TraceFormatError(f"{path}: binary data, not a text log: a NUL byte at byte {at[0]},"
+                                   f" line {at[1]} (a crash or a log rotation can leave a run of"
+                                   f" them); expected {_EXPECTED.get(name, f'a {name} request log')}")
         try:
             return reader(plain, path, sha256_of(path), policies, **options)
         except pl.exceptions.ComputeError as exc:  # raised while scanning, e.g. the text is not UTF-8

@@ -69,8 +69,9 @@ COUNTS = ("exact_duplicates", "zero_output_rows", "failed_rows")
 # The readers' rules, recorded per file in trace_files.reader_version: a file ingested under
 # another version is read again though its content and options are unchanged, so a release that
 # rejects rows an older one kept (arrivals alone in time, BULK_MARGIN_*) applies to the logs it
-# finds already ingested too. Raise it with any change to what rows a file yields.
-# 2: model and tenant names are stripped in every format (a JSON log kept "team-a ").
+# finds already ingested too. Raise it with any change to what rows a file yields. 2: model
+# and tenant names are stripped in every format (a JSON log kept "team-a "), and a text file
+# with a NUL byte past its first 64 KiB fails (read before with that line cut at the NUL).
 READER_VERSION = 2
 
 

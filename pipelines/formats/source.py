@@ -7,7 +7,7 @@ a `TraceFormatError` naming the file.
 
 `read_lines` reads the whole file as one text column with Polars' CSV scanner (multi-threaded,
 no per-row Python): no quoting, NUL as the field separator (a text log has none; a file with a
-NUL in its first 64 KiB is refused as binary), a leading UTF-8 BOM dropped, LF or CRLF endings,
+NUL anywhere is refused as binary: `nul_byte_at`), a leading UTF-8 BOM dropped, LF or CRLF endings,
 and blank lines kept as nulls so that `line` is always the 1-based line number in the file.
 """
 
@@ -136,6 +136,21 @@ def first_line(plain: Path, shown: Path, expected: str) -> tuple[int, str]:
         if text.strip():
             return number, text.removesuffix("\r")
     raise TraceFormatError(f"{shown}: no line in the first 64 KiB; expected {expected}")
+
+
+def nul_byte_at(path: Path) -> tuple[int, int] | None:
+    """The byte offset and 1-based line of the first NUL byte of `path`, or None. head_text
+    refuses a NUL in the first 64 KiB; past them read_lines would split the line there and keep
+    only what comes before it, silently: `...,2454,1\\x003` read as 1 output token instead of 13,
+    and a line of NULs (what a crash or a copytruncate log rotation leaves) read as a blank line,
+    its row uncounted. So read_trace asks this of every text file before reading it."""
+    offset, line = 0, 1
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            if (at := chunk.find(b"\x00")) >= 0:
+                return offset + at, line + chunk.count(b"\n", 0, at)
+            offset, line = offset + len(chunk), line + chunk.count(b"\n")
+    return None
 
 
 def read_lines(path: Path) -> pl.LazyFrame:

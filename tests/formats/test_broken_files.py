@@ -987,3 +987,20 @@ def test_each_csv_field_is_stripped_once():
     rows = pl.LazyFrame({"raw": ['1,"a",3']})
     plan = split_fields(rows, ["a", "b", "c"], {"a": "x", "b": "y"}).explain()
     assert plan.count("strip_chars") == 2
+
+
+@pytest.mark.parametrize("damage", [
+    lambda line: line[:-2] + "\x00" + line[-2:],   # inside the last field: '...,1\x000' read as 1
+    lambda line: "\x00" * len(line),               # a line of NULs, as a crash leaves: read as blank
+])
+def test_a_nul_byte_past_the_head_fails_the_file_naming_byte_and_line(tmp_path, damage):
+    """Past the 64 KiB head_text checks, read_lines split a line at a NUL and kept what came
+    before it: a row read with a cut token count, or a NUL-filled row dropped uncounted."""
+    lines = [f"{HEADER}\n"] + [f"2023-11-16 18:15:{n % 60:02d}.6805900,{n + 1},10\n" for n in range(3000)]
+    lines[2500] = damage(lines[2500][:-1]) + "\n"
+    body = "".join(lines).encode()
+    path = write(tmp_path / "nul.csv", body)
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path)
+    assert str(info.value).startswith(f"{path}: binary data, not a text log: a NUL byte at byte"
+                                      f" {body.index(0)}, line 2501 (")
