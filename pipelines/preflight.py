@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.formats.source import TRACE_NAMES, trace_files
+from pipelines.formats.source import TRACE_NAMES, folder_mark, trace_files, unread_files
 from pipelines.publish import current_copy
 from pipelines.reports.scenarios import (
     ScenarioError,
@@ -96,8 +96,9 @@ def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path 
         yield (f"FLEETSPEND_TRACE_DIR={trace_dir}: no such folder; expected the folder of request "
                f"logs to ingest")
     elif trace_dir is not None and not trace_files(trace_dir):
+        unread = ", ".join(p.name + folder_mark(p) for p in unread_files(trace_dir))
         yield (f"FLEETSPEND_TRACE_DIR={trace_dir}: no trace files in it; expected request logs"
-               f" named {TRACE_NAMES}")
+               f" named {TRACE_NAMES}, in the folder itself" + (f"; not read: {unread}" if unread else ""))
 
 
 def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]) -> Iterable[str]:

@@ -26,7 +26,7 @@ import duckdb
 import polars as pl
 
 from pipelines import settings
-from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
+from pipelines.formats.source import UNREAD_KINDS, folder_mark, trace_files, unread_files
 from pipelines.ingest_folder import duplicate_lines
 from pipelines.reports.text import (
     BASELINE_ROW_COLUMNS,
@@ -287,8 +287,8 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     unread = [f for folder in sorted({Path(file).parent for file in ingested})
               for f in unread_files(folder)]
     if unread:
-        print(f"\n== Never read: {len(unread)} file(s) not named as trace files ({TRACE_NAMES}) ==\n"
-              f"{', '.join(str(f) for f in unread)}")
+        print(f"\n== Never read: {len(unread)} file(s) or folder(s): {UNREAD_KINDS} ==\n"
+              f"{', '.join(f'{f}{folder_mark(f)}' for f in unread)}")
     if caveats:
         print("\n== Physics caveats (docs/physics.md section 5) ==")
         print("\n".join(f"- {text}" for _, text in caveats))

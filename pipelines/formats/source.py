@@ -32,6 +32,8 @@ PARQUET_MAGIC = b"PAR1"
 HEAD_BYTES = 1 << 16
 TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 TRACE_NAMES = f"*{', *'.join(TRACE_SUFFIXES)}, optionally .gz/.zst"   # for messages
+UNREAD_KINDS = (f"not named as a trace file ({TRACE_NAMES}), a subfolder (not descended into),"
+                f" or a sidecar of no log in the folder")   # for messages about unread_files
 SIDECAR_SUFFIX = ".fleetspend.json"
 
 
@@ -178,12 +180,21 @@ def trace_files(folder: Path) -> list[Path]:
 
 
 def unread_files(folder: Path) -> list[Path]:
-    """The files of a folder that the folder ingest passes over though they may be logs meant
-    for it (another compression such as .bz2, a .tsv or .log, a typo in the suffix): neither
-    trace files nor sidecars, hidden files or READMEs. Nothing else would ever mention them."""
+    """The entries of a folder that the folder ingest passes over though they may be logs or
+    options meant for it: a file of another compression such as .bz2, a .tsv or .log, a typo in
+    the suffix; a subfolder (the ingest does not descend: logs filed by day under it are never
+    read); a sidecar whose log is not in the folder (`day1.fleetspend.json` beside `day1.csv`:
+    its options never apply, and a log it was meant for is read with the defaults). Not trace
+    files, their sidecars, hidden entries or READMEs. Nothing else would ever mention them."""
     if not folder.is_dir():
         return []
     traces = set(trace_files(folder))
+    sidecars = {trace.with_name(trace.name + SIDECAR_SUFFIX) for trace in traces}
     return sorted(p for p in folder.iterdir()
-                  if p.is_file() and p not in traces and not is_sidecar(p)
+                  if (p.is_file() or p.is_dir()) and p not in traces and p not in sidecars
                   and not p.name.startswith(".") and not p.name.lower().startswith("readme"))
+
+
+def folder_mark(path: Path) -> str:
+    """What messages append to an entry of unread_files: a slash for a subfolder."""
+    return "/" if path.is_dir() else ""

@@ -154,17 +154,23 @@ def test_every_pass_logs_what_it_found_in_the_folder(inbox, tmp_path):
 
 def test_files_the_ingest_passes_over_are_named(inbox, tmp_path):
     """A log compressed with bzip2, or named .tsv, is not a trace file name: it was passed over
-    in silence, run after run. The ingest's log names it (READMEs, sidecars and hidden files
-    are expected there and not named)."""
+    in silence, run after run; so were a subfolder of logs (the ingest does not descend) and a
+    sidecar misnamed for its log (its options never applied: an LLMPerf log replayed with one
+    client instead of its concurrency). The ingest's log names them (READMEs, the sidecars of
+    logs in the folder and hidden files are expected there and not named)."""
     shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
-    for name in ("day2.csv.bz2", "team.tsv", "README.md", ".partial.csv", "t.csv.fleetspend.json"):
-        (inbox / name).write_text("x")
+    for name in ("day2.csv.bz2", "team.tsv", "README.md", ".partial.csv",
+                 "vidur_splitwise_code.excerpt.csv.fleetspend.json", "t.fleetspend.json"):
+        (inbox / name).write_text("{}" if name.endswith(".json") else "x")
+    (inbox / "2026-11-30").mkdir()
+    (inbox / ".cache").mkdir()
     with dg.DagsterInstance.ephemeral() as instance:
         result = dg.materialize([ingest_assets.ingested_traces], instance=instance,
                                 resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
         lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
     assert (f"{inbox}: not read, not named as a trace file (*.csv, *.jsonl, *.json, *.parquet,"
-            f" optionally .gz/.zst): day2.csv.bz2, team.tsv") in lines
+            f" optionally .gz/.zst), a subfolder (not descended into), or a sidecar of no log in"
+            f" the folder: 2026-11-30/, day2.csv.bz2, t.fleetspend.json, team.tsv") in lines
 
 
 def test_a_log_uploaded_twice_under_two_names_is_named(inbox, tmp_path):

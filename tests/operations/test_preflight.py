@@ -314,6 +314,18 @@ def test_a_trace_folder_without_trace_files_is_named(tmp_path, monkeypatch, caps
     assert code == 2 and f"FLEETSPEND_TRACE_DIR={tmp_path / 'inbox'}: no trace files in it" in err
 
 
+def test_a_trace_folder_whose_logs_are_in_subfolders_names_them(tmp_path, monkeypatch, capsys):
+    """Logs filed by day under the folder are never read (the ingest does not descend): the
+    message said only 'no trace files in it', of a folder full of logs."""
+    (tmp_path / "inbox" / "2026-11-30").mkdir(parents=True)
+    (tmp_path / "inbox" / "2026-11-30" / "day.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n")
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(tmp_path / "inbox"))
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and (f"FLEETSPEND_TRACE_DIR={tmp_path / 'inbox'}: no trace files in it; expected"
+                          f" request logs named *.csv, *.jsonl, *.json, *.parquet, optionally .gz/.zst,"
+                          f" in the folder itself; not read: 2026-11-30/") in err
+
+
 def test_a_bad_nightly_cron_is_named_before_dagster_loads_it(tmp_path, monkeypatch, capsys):
     """Every dagster command loads the schedule, so a bad FLEETSPEND_NIGHTLY_CRON would stop
     them all with a traceback; the preflight says it in one line."""

@@ -220,8 +220,9 @@ def test_summary_names_files_of_the_folder_no_run_reads(demo_run, monkeypatch, c
     monkeypatch.setattr(summary, "unread_files", lambda folder: [folder / "day2.csv.bz2"])
     assert summary.main() == 0
     out = capsys.readouterr().out
-    assert (f"\n== Never read: 1 file(s) not named as trace files (*.csv, *.jsonl, *.json,"
-            f" *.parquet, optionally .gz/.zst) ==\n{samples / 'day2.csv.bz2'}\n") in out
+    assert (f"\n== Never read: 1 file(s) or folder(s): not named as a trace file (*.csv, *.jsonl,"
+            f" *.json, *.parquet, optionally .gz/.zst), a subfolder (not descended into), or a sidecar"
+            f" of no log in the folder ==\n{samples / 'day2.csv.bz2'}\n") in out
 
 
 def test_summary_names_files_the_last_ingest_could_not_read(demo_run, tmp_path, monkeypatch, capsys):

@@ -15,7 +15,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
-from pipelines.formats.source import TRACE_NAMES, trace_files, unread_files
+from pipelines.formats.source import TRACE_NAMES, UNREAD_KINDS, folder_mark, trace_files, unread_files
 from pipelines.ingest_folder import FolderIngest, duplicate_lines, ingest_folder
 from pipelines.ingest_store import CALIBRATION_TABLE_SQL, COLUMNS, INGEST_TABLES, ensure_tables
 
@@ -56,8 +56,8 @@ def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             context.log.warning(line)
         unread = unread_files(folder)
         if unread:
-            context.log.warning(f"{folder}: not read, not named as a trace file ({TRACE_NAMES}):"
-                                f" {', '.join(p.name for p in unread)}")
+            context.log.warning(f"{folder}: not read, {UNREAD_KINDS}:"
+                                f" {', '.join(p.name + folder_mark(p) for p in unread)}")
         for table in INGEST_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata=_metadata(conn, table, outcome))
     yield _failed_files_check(folder, len(files), _by_name(outcome.failed))
