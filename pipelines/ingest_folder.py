@@ -84,14 +84,20 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
 
 
 def duplicate_lines(conn: duckdb.DuckDBPyConnection) -> list[str]:
-    """One line per set of ingested files with the same content (sql/duplicate_trace_files.sql):
-    each is a trace of its own, so a log uploaded twice under two names doubles its requests
-    and spend in every figure, and nothing else would say so. Not refused: which copy is the
-    one to keep is the operator's call."""
-    return [f"{', '.join(files)}: the same content (sha256 {sha256[:12]}..., {rows:,} rows):"
-            f" each is replayed as a trace of its own, so its requests and spend count"
-            f" {len(files)} times; remove the copies"
+    """One line per set of ingested files with the same requests (sql/duplicate_trace_files.sql):
+    each is a trace of its own, so a log uploaded twice under two names (or once more gzipped)
+    doubles its requests and spend in every figure, and nothing else would say so. Not refused:
+    which copy is the one to keep is the operator's call."""
+    return [f"{', '.join(files)}: {_sameness(sha256)}, {rows:,} rows): each is replayed as a trace"
+            f" of its own, so its requests and spend count {len(files)} times; remove the copies"
             for sha256, files, rows in run_sql(conn, "duplicate_trace_files").fetchall()]
+
+
+def _sameness(sha256: str | None) -> str:
+    """What the copies share: their bytes, or (compressed, reordered, saved again) their requests."""
+    if sha256 is None:
+        return "the same requests (in files of other bytes: compressed, reordered or saved again"
+    return f"the same content (sha256 {sha256[:12]}..."
 
 
 def _calibration_note(rows: int) -> str:

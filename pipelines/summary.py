@@ -81,7 +81,9 @@ READS = _union(
      "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
     {"trace_files": ("file", "rows_read", "rows_accepted"),
      "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
-    {"trace_files": ("sha256", "file", "rows_read")},  # sql/duplicate_trace_files.sql
+    {"trace_files": ("sha256", "file", "rows_read", "trace"),
+     "requests": ("trace", "arrival_s", "arrival_ts", "prompt_tokens", "output_tokens", "cached_tokens",
+                  "model", "tenant", "observed_ttft_s", "observed_e2e_s")},  # sql/duplicate_trace_files.sql
     {"unserved_requests": ("trace", "request_id", "reason")},  # sql/summary_unserved_requests.sql
     {"requests": ("trace", "model"), "fleet_timeline": ("trace", "deployment", "scenario"),
      "unserved_requests": ("trace", "deployment"), "roofline": ("deployment", "model"),

@@ -3,6 +3,7 @@ alone, and the per-file balance check."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -189,6 +190,29 @@ def test_a_log_uploaded_twice_under_two_names_is_named(inbox, tmp_path):
     assert len(named) == 1 and named[0].startswith(f"{inbox / 'day1 (1).csv'}, {log}: the same")
     assert named[0].endswith("rows): each is replayed as a trace of its own, so its requests and"
                              " spend count 2 times; remove the copies")
+
+
+def test_a_log_uploaded_again_gzipped_or_with_other_line_endings_is_named(inbox, tmp_path):
+    """A gzipped copy, or one saved with CRLF endings, has other bytes (another sha256) and the
+    same requests: each counted in every figure again, and the warning, which compared hashes of
+    the files as stored, said nothing. Its requests are what is compared."""
+    log = inbox / "day1.csv"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", log)
+    (inbox / "day1-archive.csv.gz").write_bytes(gzip.compress(log.read_bytes()))
+    (inbox / "day1-crlf.csv").write_bytes(log.read_bytes().replace(b"\n", b"\r\n"))
+    (inbox / "other.csv").write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))  # a row fewer
+    shutil.copy(log, inbox / "dated.csv")   # the same bytes read into other requests: still a copy
+    (inbox / "dated.csv.fleetspend.json").write_text('{"start_time": "2026-11-30T00:00:00Z"}')
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = dg.materialize([ingest_assets.ingested_traces], instance=instance,
+                                resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})
+        lines = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    named = [line for line in lines if "the same" in line]
+    assert len(named) == 2 and named[1].startswith(
+        f"{inbox / 'day1-archive.csv.gz'}, {inbox / 'day1-crlf.csv'}, {log}: the same requests (in files of"
+        f" other bytes: compressed, reordered or saved again, ")
+    assert named[1].endswith("so its requests and spend count 3 times; remove the copies")
+    assert named[0].startswith(f"{inbox / 'dated.csv'}, {log}: the same content (sha256 ")
 
 
 def test_inbox_sensor_requests_runs_for_new_or_changed_files(inbox):
