@@ -35,11 +35,31 @@ def detect(plain: Path, shown: Path) -> str:
                 return name
     else:
         header = set(header_names(first))
-        if {"timestamp", "contexttokens", "generatedtokens"} <= header:
-            return "azure-llm"
-        if {"request tokens", "response tokens"} <= header:
-            return "burstgpt"
+        for name, _, columns in HEADERS:
+            if {column.lower() for column in columns} <= header:
+                return name
         if "arrived_at" in header or "num_prefill_tokens" in header:
             return "vidur"
-    raise UnknownFormatError(f"{shown}: cannot tell the log format from its first line {first[:100]!r}; "
-                             f"expected {EXPECTED}")
+    hint = "" if first.startswith(("[", "{")) else _near_miss(first)
+    raise UnknownFormatError(f"{shown}: cannot tell the log format from its first line {first[:100]!r}"
+                             f"{hint}; expected {EXPECTED}")
+
+
+# CSV formats recognised by a header holding all of these columns (any case, any order)
+HEADERS = (("azure-llm", "an Azure LLM trace", ("TIMESTAMP", "ContextTokens", "GeneratedTokens")),
+           ("burstgpt", "a BurstGPT log", ("Request tokens", "Response tokens")))
+
+
+def _near_miss(first: str) -> str:
+    """What is wrong with a header that is nearly a known format's: all its columns but one (a
+    column renamed or dropped by an export), or separated by tabs or semicolons (a spreadsheet's
+    export) instead of commas. 'cannot tell the log format' alone sends the user looking for
+    another format when one name, or the separator, is what is wrong."""
+    if "," not in first and ("\t" in first or ";" in first):
+        return " (no comma in it: a CSV log is comma-separated, not by tabs or semicolons)"
+    header = set(header_names(first))
+    for _, label, columns in HEADERS:
+        missing = [column for column in columns if column.lower() not in header]
+        if len(missing) == 1:
+            return f" (it has the other columns of {label} but lacks {missing[0]})"
+    return ""

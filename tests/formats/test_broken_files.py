@@ -45,6 +45,13 @@ NOT_TRACES = [
     ("truncated_array.json", '[{"number_input_tokens": 5, "number_output_tokens": 1, "end_to_end_latency_s": 1.0},',
      None, "not a JSON array"),
     ("no_header.csv", "2023-11-16 18:17:03.9799600,4808,10\r\n", None, "cannot tell the log format"),
+    ("no_generated.csv", "TIMESTAMP,ContextTokens\n2023-11-16 18:17:03.9799600,4808\n", None,
+     "'TIMESTAMP,ContextTokens' (it has the other columns of an Azure LLM trace but lacks GeneratedTokens);"),
+    ("renamed_response.csv", "Timestamp,Model,Request tokens,Answer tokens\n5,ChatGPT,472,18\n", None,
+     "(it has the other columns of a BurstGPT log but lacks Response tokens);"),
+    ("semicolons.csv", f"{HEADER.replace(',', ';')}\n2023-11-16 18:17:03.9799600;4808;10\n", None,
+     "(no comma in it: a CSV log is comma-separated, not by tabs or semicolons);"),
+    ("generic.csv", "timestamp,prompt,output\n0,4808,10\n", None, "first line 'timestamp,prompt,output'; expected"),
 ]
 
 
