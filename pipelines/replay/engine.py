@@ -66,7 +66,8 @@ its `compute_gpu_s` are those of compute-bound kernels. Time a replica runs no s
 
 Fleet timeline, per replica and time bin: [0] seconds a step was running (busy); time-integrals
 of [1] the step's batch (sequences in the step) and [2] the KV tokens held at step start, each
-held for the step; and the exact time-integrals of [3] the waiting queue and [4] the running set
+held for the step (a prefix-cache entry that several running sequences use counted once, as it is
+stored once: `_tokens_counted_twice`); and the exact time-integrals of [3] the waiting queue and [4] the running set
 (admitted, not finished), which change at arrivals, admissions, preemptions and completions —
 so that Little's law holds on the timeline: sum of [3] + [4] = sum of (finished - arrival).
 
@@ -359,6 +360,20 @@ def _drop_oldest(slot, lru, index, free_slots, r):
 
 
 @njit(cache=True)
+def _tokens_counted_twice(used_blocks, own_blocks, unused_entries, held_entries, hash_blocks,
+                          hash_tokens):
+    """Tokens that the running sequences' contexts count more than once on one replica: each
+    context includes its leading prefix-cache entries (`held_entries` in all), but an entry that
+    several of them use is stored once. The replica's resident entries are its used blocks that
+    are no sequence's own (`own_blocks`), the entries in use those less the unused ones. Without
+    it the KV use of a Mooncake replay with shared prefixes read above 100% of the capacity."""
+    if hash_blocks == 0:
+        return 0.0
+    in_use = (used_blocks - own_blocks) // hash_blocks - unused_entries
+    return float((held_entries - in_use) * hash_tokens)
+
+
+@njit(cache=True)
 def simulate(
     arrival, prompt, output, cached, hash_offsets, hashes, hash_tokens, coef, replicas,
     max_seqs, max_batched_tokens, chunked_prefill, kv_capacity_blocks, block_tokens, bin_s,
@@ -419,6 +434,7 @@ def simulate(
     run_steps = np.zeros(replicas, np.int64)
     run_t0 = np.zeros(replicas)
     run_s0 = np.zeros(replicas)
+    run_twice = np.zeros(replicas)               # _tokens_counted_twice over the run
     run_flip = np.zeros(replicas, np.int64)
 
     leaves = 1
@@ -490,6 +506,7 @@ def simulate(
             steps = run_steps[r]
             batch = float(n_run[r])
             s0 = run_s0[r]
+            kv0 = s0 - run_twice[r]   # the KV tokens held at the run's start
             flip = run_flip[r]
             # Per step: the GEMM time and the fixed time, the same every step, split equally;
             # the attention time a_k splits by own KV bytes (memory-bound: a_k is proportional
@@ -526,12 +543,12 @@ def simulate(
                     total, weighted = _run_sums(coef, batch, s0, flip, k, last)
                     timeline[0, r, b] += total
                     timeline[1, r, b] += total * batch
-                    timeline[2, r, b] += total * s0 + weighted * batch
+                    timeline[2, r, b] += total * kv0 + weighted * batch
                     start += total
                     k = last + 1
                 if k < steps and t > edge:
                     d = _decode_duration(coef, batch, s0, float(k))
-                    _accumulate(timeline, r, start, start + d, bin_s, batch, s0 + k * batch)
+                    _accumulate(timeline, r, start, start + d, bin_s, batch, kv0 + k * batch)
                     start += d
                     k += 1
             _hold(timeline, r, held_since[r], t, bin_s, waiting[r], n_run[r])
@@ -713,10 +730,14 @@ def simulate(
         kv_read = 0.0
         kv_written = 0.0
         kv_held = 0.0
+        own_blocks = 0
+        held_entries = 0
         in_step = 0
         for j in range(n_run[r]):
             i = running[r, j]
             kv_held += ctx[i]
+            own_blocks += reserved[i]
+            held_entries += held[i]
             c = chunk[i]
             if c == 0:
                 continue
@@ -730,6 +751,8 @@ def simulate(
                 pairs += roofline.chunk_attn_pairs(float(ctx[i]), float(c))
         if in_step == 0:
             continue
+        kv_held -= _tokens_counted_twice(used_blocks[r], own_blocks, lru[UNUSED, r], held_entries,
+                                         hash_blocks, hash_tokens)
         if prefill_in_step == 0 and in_step == n_run[r]:
             remaining_steps = output[running[r, 0]] - generated[running[r, 0]]
             for j in range(1, n_run[r]):
@@ -742,6 +765,7 @@ def simulate(
             run_steps[r] = steps
             run_t0[r] = t
             run_s0[r] = kv_read
+            run_twice[r] = kv_read - kv_held
             run_flip[r] = _flip(coef, tokens, kv_read, steps)
             busy_until[r] = t + _run_sums(coef, tokens, kv_read, run_flip[r], 0, steps - 1)[0]
             _tree_set(tree, leaves, busy_until, r)

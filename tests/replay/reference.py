@@ -63,6 +63,7 @@ class Outcome:
     replicas: list
     step_log: list   # (replica, start, end, batch, kv) of every step, in the order they were
                      # formed; kv: the tokens in the KV cache of the replica's running sequences
+                     # (an entry several of them use, once)
 
 
 def blocks(tokens: int, block: int) -> int:
@@ -242,7 +243,10 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
                 s.prefill_gpu += gpu
             s.compute_gpu += (gemm if gemm_compute_bound else 0.0) + (attn if attn_compute_bound else 0.0)
         r.step_end = t + duration
-        log.append((r.index, t, r.step_end, batch, sum(s.ctx for s in r.running)))
+        # the KV tokens held: each sequence's own, and each prefix-cache entry in use once
+        log.append((r.index, t, r.step_end, batch,
+                    sum(s.ctx - s.held * hash_tokens for s in r.running)
+                    + hash_tokens * sum(1 for users in r.users.values() if users > 0)))
 
     while True:
         r = min(fleet, key=lambda q: (q.step_end, q.index))

@@ -190,6 +190,20 @@ def test_kv_pressure_preempts_and_everything_finishes(catalog):
     assert (preempted["prefill_gpu_s"] > alone["prefill_gpu_s"]).all()
 
 
+def test_kv_use_counts_a_shared_prefix_once(catalog):
+    """Eleven requests reuse the first one's 1,536-token prefix from the cache: it is stored
+    once, but the timeline summed every running context, so the KV use read 465% of a cache
+    that held every sequence without a preemption (a Mooncake log's peak KV use, 101.55%)."""
+    d = catalog.build(model="llama-2-7b", gpu="a100-80gb-sxm", kv_memory_fraction=0.2, max_seqs=256)
+    n = 12
+    requests = pl.DataFrame({"arrival_s": [0.0] + [1.0] * (n - 1), "prompt_tokens": [2048] * n,
+                             "output_tokens": [300] * n, "prefix_hashes": [[1, 2, 3, 4]] * n})
+    result = replay_fleet(requests, d, bin_s=0.05)
+    assert result.stages["preemptions"].sum() == 0
+    assert result.stages["cached_hit_tokens"].to_list() == [0] + [1536] * (n - 1)
+    assert 0.8 < result.timeline["mean_kv_use"].max() <= 1 + 1e-9
+
+
 def test_full_reservation_never_preempts_and_reproduces_trtllm_bench(catalog):
     """TensorRT-LLM's default GUARANTEED_NO_EVICT admission (kv_reservation "full"): the perf
     overview's own run, 3,000 requests of 128 + 2,048 tokens queued at once on one H200 (FP8
