@@ -53,16 +53,16 @@ def _block(block: tuple) -> str:
 
 def report_html(t: ReportTables, deployment: str, specs: dict[str, dict],
                 caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = (),
-                other_models: Sequence[str] = ()) -> str:
+                other_models: Sequence[str] = (), copies: Sequence[str] = ()) -> str:
     """The whole page; `specs` maps each chart stem of text.CHARTS to its Vega-Lite spec (as
-    charts.save_chart saved it); `caveats`, `unserved` and `other_models` as in
+    charts.save_chart saved it); `caveats`, `unserved`, `other_models` and `copies` as in
     text.report_blocks."""
     vl_version = "v" + "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     # A spec is JSON inside <script>: "</" is escaped so no label can close the tag.
     embedded = {stem: json.dumps(spec).replace("</", "<\\/") for stem, spec in specs.items()}
     embed = "\n".join(f"vegaEmbed('#chart-{stem}', {spec}, {{renderer: 'svg', actions: false}})"
                       f".catch(console.error);" for stem, spec in embedded.items())
-    body = "\n".join(_block(b) for b in report_blocks(t, deployment, caveats, unserved, other_models))
+    body = "\n".join(_block(b) for b in report_blocks(t, deployment, caveats, unserved, other_models, copies))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<title>fleetspend report</title>"

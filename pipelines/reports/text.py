@@ -401,7 +401,8 @@ def chargeback_note(chargeback: pl.DataFrame, fleet_summary: pl.DataFrame) -> st
 
 def report_blocks(t: ReportTables, deployment: str,
                   caveats: Sequence[tuple[str, str]] = (),
-                  unserved: Sequence[tuple] = (), other_models: Sequence[str] = ()) -> list[tuple]:
+                  unserved: Sequence[tuple] = (), other_models: Sequence[str] = (),
+                  copies: Sequence[str] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
     ("chart", stem). Text may hold **bold** and `code`. `caveats`: (section, text) rows of
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
@@ -409,7 +410,9 @@ def report_blocks(t: ReportTables, deployment: str,
     `unserved`: rows of sql/summary_unserved_requests.sql, said in one sentence (unserved_sentence)
     after the physics caveats and before the headline, a caveat of every dollar figure (the
     summary names them first too); so are `other_models`, the lines of other_model_lines: a
-    trace priced as another model than its log names."""
+    trace priced as another model than its log names, and `copies`, the lines of
+    ingest_folder.duplicate_lines: files of one log, each a trace, its traffic counted twice in
+    every figure."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios, skipped = what_if_scenarios(t.what_if)
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS),
@@ -423,6 +426,7 @@ def report_blocks(t: ReportTables, deployment: str,
         *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
         *([("p", left_out)] if left_out else []),
         *[("p", f"**Another model:** {line}") for line in other_models],
+        *[("p", f"**Counted more than once:** {line}") for line in copies],
         ("p", "**" + headline(t) + "**"),
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
         ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
@@ -471,8 +475,8 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
 
 def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
                     caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = (),
-                    other_models: Sequence[str] = ()) -> str:
-    """report.md; `charts` maps each chart stem to the PNG path to link; `caveats`, `unserved`
-    and `other_models` as in report_blocks."""
-    blocks = report_blocks(t, deployment, caveats, unserved, other_models)
+                    other_models: Sequence[str] = (), copies: Sequence[str] = ()) -> str:
+    """report.md; `charts` maps each chart stem to the PNG path to link; `caveats`, `unserved`,
+    `other_models` and `copies` as in report_blocks."""
+    blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies)
     return "\n\n".join(_markdown_block(b, charts) for b in blocks) + "\n"

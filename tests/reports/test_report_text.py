@@ -368,6 +368,18 @@ def test_the_report_says_a_trace_priced_as_another_model_before_its_dollar_figur
     assert not any(isinstance(b[1], str) and "Another model" in b[1] for b in plain)
 
 
+def test_the_report_says_a_log_counted_twice_before_its_dollar_figures():
+    """Two files of one log are two traces: every figure counts its traffic twice. The run log
+    and the summary said so; report.md and report.html, which a reader may read alone, did not."""
+    line = "logs/day1.csv, logs/day1.csv.gz: the same requests (...): ... count 2 times; remove the copies"
+    blocks = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "d", copies=[line])
+    texts = [b[1] if isinstance(b[1], str) else "" for b in blocks]
+    named = texts.index(f"**Counted more than once:** {line}")
+    assert named < next(i for i, text in enumerate(texts) if "$" in text)
+    plain = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "d")
+    assert not any(isinstance(b[1], str) and "more than once" in b[1] for b in plain)
+
+
 def test_the_two_dollars_per_million_output_tokens_say_their_bases():
     """The shapes table's $/1M out is attributed (busy) spend, the fleet line's includes idle
     GPUs: the demo's conv trace read $17.61 per 1M output tokens above a table whose top shape

@@ -7,6 +7,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
+from pipelines.ingest_folder import duplicate_lines
 from pipelines.reports.charts import load_chart_specs, report_charts, save_chart
 from pipelines.reports.html import report_html
 from pipelines.reports.sql_tables import SQL_TABLES, SqlTable
@@ -54,12 +55,13 @@ def report_charts_files(duckdb: DuckDBResource) -> dg.MaterializeResult:
 
 
 @dg.asset(group_name="reports", deps=[*REPORT_DEPS, "report_charts_files", "roofline", "unserved_requests",
-                                      "requests", "models", "fleet_timeline"])
+                                      "requests", "models", "fleet_timeline", "trace_files"])
 def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     """report.md and report.html: the headline (with where each number comes from), the charts,
     the tables, the physics caveats of the replayed deployment (roofline.caveat), how many
     requests the replay set aside (unserved_requests), which no figure holds, and the traces
-    whose log names another model than the deployment serves (other_model_lines)."""
+    whose log names another model than the deployment serves (other_model_lines), and the files of
+    one log counted as two traces or more (duplicate_lines)."""
     with duckdb.get_connection() as conn:
         tables = ReportTables.read(conn)
         deployment = scalar(conn,
@@ -68,6 +70,7 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
         caveats = run_sql(conn, "report_caveats").fetchall()
         unserved = run_sql(conn, "summary_unserved_requests").fetchall()
         other_models = other_model_lines(conn)
+        copies = duplicate_lines(conn)
     directory = settings.reports_dir()
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
@@ -76,8 +79,8 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     except FileNotFoundError as exc:
         raise dg.Failure(f"{exc.filename} is missing: materialize report_charts_files first") from None
     md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs},
-                                  caveats, unserved, other_models))
-    page.write_text(report_html(tables, deployment, specs, caveats, unserved, other_models))
+                                  caveats, unserved, other_models, copies))
+    page.write_text(report_html(tables, deployment, specs, caveats, unserved, other_models, copies))
     return dg.MaterializeResult(metadata={
         "report_md": dg.MetadataValue.path(str(md)),
         "report_html": dg.MetadataValue.path(str(page)),
