@@ -81,13 +81,16 @@ def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str
     arrival, prompt, output = pl.col("arrival"), pl.col("prompt_tokens"), pl.col("output_tokens")
     arrival_bad = arrival.is_null()
     if relative:
-        arrival_bad = arrival_bad | arrival.is_nan() | arrival.is_infinite() | (arrival < 0)
+        arrival_bad = arrival_bad | arrival.is_nan() | arrival.is_infinite()
     checks = [
         (pl.col("bad").is_not_null(), pl.col("bad")),
         (arrival_bad, pl.format("{} is not {}: '{}'", pl.lit(labels.arrival), pl.lit(labels.clock),
                                 pl.col("arrival_text"))),
-        _arrival_bound(labels, relative),
     ]
+    if relative:   # a number all the same: 'is not a number of seconds: -1' read as a parse error
+        checks.append((arrival < 0, pl.format("{} is '{}': negative, before the zero a relative clock"
+                                              " counts up from", pl.lit(labels.arrival), pl.col("arrival_text"))))
+    checks.append(_arrival_bound(labels, relative))
     if "failed" in columns:
         checks.append((pl.col("failed") & ~pl.col("ran"),
                        pl.format("the request failed ({}) and never ran: nothing to replay", pl.col("failure"))))
