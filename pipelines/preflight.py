@@ -92,7 +92,10 @@ def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path 
     if reports_dir is not None and (problem := writable_folder(
             f"FLEETSPEND_REPORTS_DIR={reports_dir}", reports_dir)):
         yield problem
-    if trace_dir is not None and not trace_dir.is_dir():
+    if trace_dir is not None and trace_dir.is_file():   # one log named, not its folder
+        yield (f"FLEETSPEND_TRACE_DIR={trace_dir}: is a file; expected the folder of request logs"
+               f" to ingest, e.g. {trace_dir.parent}, where each log is one trace")
+    elif trace_dir is not None and not trace_dir.is_dir():
         yield (f"FLEETSPEND_TRACE_DIR={trace_dir}: no such folder; expected the folder of request "
                f"logs to ingest")
     elif trace_dir is not None and not trace_files(trace_dir):

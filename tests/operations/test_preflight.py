@@ -314,6 +314,16 @@ def test_a_trace_folder_without_trace_files_is_named(tmp_path, monkeypatch, caps
     assert code == 2 and f"FLEETSPEND_TRACE_DIR={tmp_path / 'inbox'}: no trace files in it" in err
 
 
+def test_a_trace_folder_set_to_one_log_says_it_is_a_file(tmp_path, monkeypatch, capsys):
+    """FLEETSPEND_TRACE_DIR set to the log itself read 'no such folder' of a file that exists."""
+    log = tmp_path / "day1.csv"
+    log.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,10,5\n")
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(log))
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and (f"FLEETSPEND_TRACE_DIR={log}: is a file; expected the folder of request logs"
+                          f" to ingest, e.g. {tmp_path}, where each log is one trace") in err
+
+
 def test_a_trace_folder_whose_logs_are_in_subfolders_names_them(tmp_path, monkeypatch, capsys):
     """Logs filed by day under the folder are never read (the ingest does not descend): the
     message said only 'no trace files in it', of a folder full of logs."""
