@@ -529,8 +529,8 @@ def _gemm_dtype(gpu_row: dict, weights: str) -> str | None:
     """The dtype the weight GEMMs compute in: the weights' own where the GPU has tensor
     throughput for it; bf16 where it serves them weight-only (W8A16 / W4A16 Marlin on NVIDIA
     GPUs without fp8 / fp4 tensor cores: the weights are read at their own size and converted to
-    bf16 in registers, so the bytes halve but the peak does not double); None where it has
-    neither."""
+    bf16 in registers, so the bytes drop, to a half for fp8 and 0.28 for NVFP4, but the peak stays
+    bf16's); None where it has neither."""
     if _has_peak(gpu_row, weights):
         return weights
     return "bf16" if weights in _weight_only(gpu_row) else None

@@ -124,7 +124,7 @@ KV_RESERVATIONS = ("prompt", "full")
 ALLREDUCE_ROUNDS = {"log2": lambda tp: float(math.ceil(math.log2(tp))), "ring": lambda tp: tp - 1.0}
 TRTLLM_RUNTIME_BYTES = 2.6 * GIB
 # NCCL communicator buffers per GPU (AIConfigurator systems/*.yaml misc.nccl_mem: none alone,
-# 342 MB at tp 2, 392 MB from tp 4 up).
+# 342 MiB at tp 2, 392 MiB from tp 4 up).
 TRTLLM_NCCL_BYTES_TP2 = 358612992.0
 TRTLLM_NCCL_BYTES_TP4_UP = 411041792.0
 TRTLLM_BLOCK_POOL_OVERHEAD = 0.015  # AIConfigurator's assumed KV_CACHE_MEMORY_RESERVED_FRACTION

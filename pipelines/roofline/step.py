@@ -57,7 +57,8 @@ lock-step, so the replica's step time is one GPU's step time):
   docs/physics.md section 4. A_bytes = 2 * layers * hidden * 2 B * 2 (tp - 1) / tp per token (ring
   all-reduce of bf16 activations), over B_link = the all-reduce bus bandwidth NCCL achieves:
   one direction of the GPU's link rate times a bus efficiency (0.82 on NVLink, protocol
-  overhead; 0.55 over PCIe, limited by the CPU root complex; see gpu_efficiency.csv).
+  overhead; 0.48 measured on B200's NVLink 5; 0.55 over PCIe, limited by the CPU root complex;
+  see gpu_efficiency.csv).
 
 The step is *compute-bound* when compute_s >= memory_s (most of its core time is in
 compute-bound kernels), else *memory-bound*; the bound resource decides how the step's
