@@ -54,8 +54,8 @@ implausible ones (and those serving another catalog model than the log's `model`
 and keeps the plausible one whose *catalog* factors explain the fit half best
 once the client latency alone is fitted (`catalog_error`: the mean over the fitted metrics of
 the fit half's median per-request error). Why not the error after the full fit: four free
-factors absorb a wrong GPU (the AIBrix log, served by an A10, fits an L40S as well once the
-L40S runs at 30% of its peak compute with 9.5 ms per step), while the catalog's factors are what
+factors absorb a wrong GPU (the AIBrix log, served by an A10, fits an L40S nearly as well once
+the L40S runs at 28% of its peak compute with 7.8 ms per step), while the catalog's factors are what
 is known about each GPU and the client path is what the log does not say. The held-out half
 never takes part in the choice, so its errors stay an honest test of the kept candidate. The
 one kept is the best explanation the catalog's physics gives among those offered, not a
