@@ -31,7 +31,7 @@ def test_an_edit_to_the_step_formula_alone_moves_the_cache(tmp_path):
 
 
 COMPILE = ("import numpy as np; from pipelines.roofline import step; "
-           "step.step_seconds(np.ones(14), *[np.ones(1)] * 4); "
+           "step.step_seconds(np.ones(15), *[np.ones(1)] * 5); "
            "import numba; print(numba.config.CACHE_DIR)")
 
 

@@ -58,7 +58,8 @@ simulator in tests/replay/reference.py, which must agree with this loop to 1e-9)
 Cost attribution (DESIGN.md's rule, applied to each of the step's two kernels, which step.py
 times separately: the GEMMs, then the attention): a step's GPU-seconds (duration x GPUs per
 replica) are split among the sequences in it by their use of each kernel's bound resource.
-GEMMs: memory-bound (the weight read) -> equal shares; compute-bound -> by own tokens.
+GEMMs: memory-bound (the weight read) -> equal shares; compute-bound -> by own FLOPs (own tokens
+through the blocks plus one row of the LM head).
 Attention: memory-bound -> by own KV bytes (context read + tokens written); compute-bound -> by
 own attention pairs. The fixed part (per-step overhead and all-reduce) is split equally. A
 sequence's GPU-seconds in a step count as prefill when it was prefilling, as decode otherwise;
@@ -185,15 +186,17 @@ def _hold(timeline, r, t0, t1, bin_s, waiting, running):
 # ---- a step's two kernels --------------------------------------------------------------------
 
 @njit(cache=True)
-def kernels(coef, tokens, pairs, kv_read, kv_written):
+def kernels(coef, tokens, sequences, pairs, kv_read, kv_written):
     """(duration, gemm_s, gemm compute-bound?, attn_s, attention compute-bound?, fixed_s) of a
-    step, all from step_cost: the GEMMs alone are a step with no attention work (pairs and KV
-    zero), the attention is the rest of the core time, and it is compute-bound when the
-    compute-bound part of the core time holds more than the GEMMs' share of it."""
-    compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, pairs, kv_read, kv_written)
+    step of `tokens` tokens from `sequences` sequences, all from step_cost: the GEMMs alone are a
+    step with no attention work (pairs and KV zero), the attention is the rest of the core time,
+    and it is compute-bound when the compute-bound part of the core time holds more than the
+    GEMMs' share of it."""
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, sequences, pairs, kv_read,
+                                                      kv_written)
     core = max(compute_s, memory_s)
     compute_part = compute_s - memory_s if compute_s >= memory_s else compute_s
-    gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, 0.0, 0.0, 0.0)
+    gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, sequences, 0.0, 0.0, 0.0)
     gemm_s = max(gemm_c, gemm_m)
     gemm_bound = gemm_c >= gemm_m
     attn_bound = compute_part - (gemm_s if gemm_bound else 0.0) > 0.0
@@ -207,7 +210,7 @@ def _decode_step(coef, batch, s0, k):
     """(duration, attention compute-bound?) of decode step k of a run: batch B, contexts
     S_0 + k B."""
     ctx = s0 + k * batch
-    duration, _, _, _, attn_bound, _ = kernels(coef, batch, ctx, ctx, batch)
+    duration, _, _, _, attn_bound, _ = kernels(coef, batch, batch, ctx, ctx, batch)
     return duration, attn_bound
 
 
@@ -215,7 +218,7 @@ def _decode_step(coef, batch, s0, k):
 def _decode_duration(coef, batch, s0, k):
     """Duration of decode step k of a run (one step_cost call: the hot path of the sums)."""
     ctx = s0 + k * batch
-    compute_s, memory_s, fixed_s = roofline.step_cost(coef, batch, ctx, ctx, batch)
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, batch, batch, ctx, ctx, batch)
     return max(compute_s, memory_s) + fixed_s
 
 
@@ -512,7 +515,7 @@ def simulate(
             # the attention time a_k splits by own KV bytes (memory-bound: a_k is proportional
             # to S_k + B, so sequence i's part is a_k / (S_k + B) * (ctx_i + k + 1)) or by own
             # pairs (compute-bound: a_k / S_k * ctx_i + k)), affine in k within each piece.
-            _, gemm_s, gemm_bound, _, _, fixed = kernels(coef, batch, s0, s0, batch)
+            _, gemm_s, gemm_bound, _, _, fixed = kernels(coef, batch, batch, s0, s0, batch)
             per_seq = steps * (gemm_s + fixed) / batch          # same for every sequence
             per_seq_compute = steps * gemm_s / batch if gemm_bound else 0.0
             m_rate, m_n, m_k = 0.0, 0.0, 0.0     # memory-bound attention: rate, steps, sum of k
@@ -521,7 +524,7 @@ def simulate(
                 if k1 < k0:
                     continue
                 ctx0 = s0 + k0 * batch
-                _, _, _, attn0, attn_bound, _ = kernels(coef, batch, ctx0, ctx0, batch)
+                _, _, _, attn0, attn_bound, _ = kernels(coef, batch, batch, ctx0, ctx0, batch)
                 n1 = float(k1 - k0 + 1)
                 if attn_bound:
                     c_rate, c_n, c_k = attn0 / ctx0, n1, (k0 + k1) * n1 / 2.0
@@ -772,14 +775,18 @@ def simulate(
             continue
 
         duration, gemm_s, gemm_bound, attn_s, attn_bound, fixed_s = kernels(
-            coef, tokens, pairs, kv_read, kv_written)
+            coef, tokens, float(in_step), pairs, kv_read, kv_written)
+        # compute-bound GEMMs split by own FLOPs: each sequence's tokens through the blocks,
+        # plus its one row of the LM head
+        gemm_flops = coef[roofline.FLOPS_PER_TOKEN] * tokens + coef[roofline.FLOPS_PER_SEQUENCE] * in_step
         for j in range(n_run[r]):
             i = running[r, j]
             c = chunk[i]
             if c == 0:
                 continue
             decoding = ctx[i] >= target[i]
-            gemm = gemm_s * (c / tokens if gemm_bound else 1.0 / in_step)
+            own_flops = coef[roofline.FLOPS_PER_TOKEN] * c + coef[roofline.FLOPS_PER_SEQUENCE]
+            gemm = gemm_s * (own_flops / gemm_flops if gemm_bound else 1.0 / in_step)
             if attn_bound:
                 own_pairs = ctx[i] if decoding else roofline.chunk_attn_pairs(float(ctx[i]), float(c))
                 attn = attn_s * own_pairs / pairs

@@ -54,8 +54,9 @@ implausible ones (and those serving another catalog model than the log's `model`
 and keeps the plausible one whose *catalog* factors explain the fit half best
 once the client latency alone is fitted (`catalog_error`: the mean over the fitted metrics of
 the fit half's median per-request error). Why not the error after the full fit: four free
-factors absorb a wrong GPU (the AIBrix log, served by an A10, fits an L40S nearly as well once
-the L40S runs at 28% of its peak compute with 7.8 ms per step), while the catalog's factors are what
+factors absorb a wrong GPU (the AIBrix log, served by an A10, fits an H100 or an A100 within
+two or four points of the A10 once their factors move far from their families': docs/physics.md
+section 6), while the catalog's factors are what
 is known about each GPU and the client path is what the log does not say. The held-out half
 never takes part in the choice, so its errors stay an honest test of the kept candidate. The
 one kept is the best explanation the catalog's physics gives among those offered, not a
@@ -180,7 +181,8 @@ def predict_requests(d: Deployment, requests: pl.DataFrame, *, router: str = "le
 
 def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
     """Seconds of each measured step: the prefill of `batch` prompts of `prompt_tokens` in one
-    step, or one decode step over `batch` sequences of `context_tokens` each."""
+    step, or one decode step over `batch` sequences of `context_tokens` each (either way `batch`
+    sequences, one LM-head row each)."""
     prefill = pl.col("kind") == "prefill"
     batch = pl.col("batch").cast(pl.Float64)
     prompt = pl.col("prompt_tokens").cast(pl.Float64)
@@ -197,7 +199,8 @@ def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
     col = {c: arrays[c].to_numpy() for c in arrays.columns}
     pairs = np.where(col["is_prefill"],
                      col["batch"] * step.chunk_attn_pairs(0.0, col["prompt"]), col["decode_pairs"])
-    return step.step_seconds(d.coefficients, col["tokens"], pairs, col["kv_read"], col["kv_written"])
+    return step.step_seconds(d.coefficients, col["tokens"], col["batch"], pairs, col["kv_read"],
+                             col["kv_written"])
 
 
 # ---- arguments ----------------------------------------------------------------------------------

@@ -62,13 +62,12 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   device memory the driver reports (nvidia-smi / rocm-smi total, in GiB = 2^30 bytes); capacity
   uses memory_gib. The two differ by up to 7%: an "80 GB" H100 has 79.65 GiB, a "48 GB" L40S
   44.99 GiB, a "141 GB" H200 140.4 GiB.
-- weights read and GEMM FLOPs per step: the LM head is a GEMM over every token's hidden state
-  (read whole every step, 2 * vocab_size * hidden / tp FLOPs per token, at the bf16 peak: it is
-  a 16-bit GEMM); the input embedding is a row lookup, neither read whole nor multiplied (Kaplan
-  et al. 2020 count a forward pass as 2N FLOPs per token with N the non-embedding parameters),
-  so it only takes memory. (Engines compute logits only for the tokens they sample, the last
-  of a prompt and every decode; the step charges the LM head for every token: docs/physics.md
-  section 5, "The LM head only for sampled tokens".)
+- weights read and GEMM FLOPs per step: the LM head is read whole every step and multiplies
+  one hidden state per sequence of the step, the last it has there (2 * vocab_size * hidden / tp
+  FLOPs per sequence, at the bf16 peak: it is a 16-bit GEMM): engines compute logits only where
+  they may sample, not at every prompt token (step.py, F_seq); the input embedding is a row
+  lookup, neither read whole nor multiplied (Kaplan et al. 2020 count a forward pass as 2N FLOPs
+  per token with N the non-embedding parameters), so it only takes memory.
 - attention FLOPs per (query, key) pair: QK^T costs 2 * qk_dim and AV 2 * v_dim per head, so
   F_attn = 2 * layers * q_heads * (qk_dim + v_dim) / tp. GQA/MHA: qk_dim = v_dim = head_dim.
   MLA (DeepSeek-V3) as run in prefill (latent expanded per head): qk_dim = qk_nope_head_dim +
@@ -306,12 +305,19 @@ class Deployment:
 
     @property
     def flops_per_token(self) -> float:
-        """GEMM FLOPs per token per GPU, the LM head's counted at the weight GEMMs' peak (its
-        bf16 FLOPs scaled by that peak over bf16's), so that F_tok / P_eff is their time; the
-        embedding lookup does none."""
+        """GEMM FLOPs per token per GPU of the transformer blocks (F_tok): not the embedding
+        lookup, which does none, nor the LM head, which runs once per sequence of a step
+        (flops_per_sequence)."""
         embedding, head = self.vocab_params
-        block = self._per_gpu_params(self.model.active_params_b * 1e9 - embedding - head)
-        return 2.0 * (block + head / self.tp * self.gpu.peak_tflops / self.gpu.bf16_peak_tflops)
+        return 2.0 * self._per_gpu_params(self.model.active_params_b * 1e9 - embedding - head)
+
+    @property
+    def flops_per_sequence(self) -> float:
+        """The LM head's FLOPs per GPU for one sequence of a step, its last position there
+        (F_seq, step.py), counted at the weight GEMMs' peak (its bf16 FLOPs scaled by that peak
+        over bf16's), so that F_seq / P_eff is their time."""
+        head = self.vocab_params[1]
+        return 2.0 * head / self.tp * self.gpu.peak_tflops / self.gpu.bf16_peak_tflops
 
     @property
     def attn_flops_per_pair(self) -> float:
@@ -362,11 +368,13 @@ class Deployment:
     @property
     def decode_compute_bound_batch(self) -> float:
         """Smallest decode batch whose dense FLOPs take as long as its weight read (no KV):
-        F_tok * b / P_eff = W(b) / B_eff, W(b) counting only the experts b tokens touch."""
+        (F_tok + F_seq) * b / P_eff = W(b) / B_eff (a decode step's b tokens are b sequences),
+        W(b) counting only the experts b tokens touch."""
         coef = self.coefficients
+        per_token = self.flops_per_token + self.flops_per_sequence
 
         def excess(b: float) -> float:
-            return b * self.flops_per_token / self.effective_flops - step.weight_bytes(
+            return b * per_token / self.effective_flops - step.weight_bytes(
                 coef, b) / self.effective_bandwidth
 
         low, high = 0.0, 1.0
@@ -391,6 +399,7 @@ class Deployment:
         c[step.EXPERTS_PER_TOKEN] = m.experts_per_token
         c[step.KV_BYTES_PER_TOKEN] = self.kv_bytes_per_token
         c[step.FLOPS_PER_TOKEN] = self.flops_per_token
+        c[step.FLOPS_PER_SEQUENCE] = self.flops_per_sequence
         c[step.ATTN_FLOPS_PER_PAIR] = self.attn_flops_per_pair
         c[step.EFFECTIVE_FLOPS] = self.effective_flops
         c[step.EFFECTIVE_BANDWIDTH] = self.effective_bandwidth
@@ -429,7 +438,7 @@ class Deployment:
         while True:
             n = min(total - done, budget)
             compute_s, memory_s, fixed_s = step.step_cost(
-                coef, n, step.chunk_attn_pairs(done, n), done, n
+                coef, n, 1.0, step.chunk_attn_pairs(done, n), done, n
             )
             seconds += max(compute_s, memory_s) + fixed_s
             done += n
@@ -443,8 +452,8 @@ class Deployment:
         prompt_tokens = whole_number("prompt_tokens", prompt_tokens, 1)
         tokens = float(batch_size * prompt_tokens)
         compute_s, memory_s, fixed_s = step.step_cost(
-            self.coefficients, tokens, batch_size * step.chunk_attn_pairs(0.0, float(prompt_tokens)),
-            0.0, tokens,
+            self.coefficients, tokens, float(batch_size),
+            batch_size * step.chunk_attn_pairs(0.0, float(prompt_tokens)), 0.0, tokens,
         )
         return max(compute_s, memory_s) + fixed_s
 
@@ -455,8 +464,8 @@ class Deployment:
         batch_size = whole_number("batch_size", batch_size, 1)
         context_tokens = whole_number("context_tokens", context_tokens, batch_size)
         compute_s, memory_s, fixed_s = step.step_cost(
-            self.coefficients, float(batch_size), float(context_tokens), float(context_tokens),
-            float(batch_size),
+            self.coefficients, float(batch_size), float(batch_size), float(context_tokens),
+            float(context_tokens), float(batch_size),
         )
         return max(compute_s, memory_s) + fixed_s
 
@@ -484,7 +493,11 @@ class Deployment:
         steps = math.ceil(prefill_tokens / budget)
         per_step = prefill_tokens / steps
         pairs_per_step = batch * step.chunk_attn_pairs(0.0, float(prompt_tokens)) / steps
-        compute_s, memory_s, fixed_s = step.step_cost(coef, per_step, pairs_per_step, 0.0, per_step)
+        # each step's sequences (one LM-head row each): the B prompts cut into `steps` runs of
+        # tokens make B + steps - 1 pieces, a prompt split across a step boundary counting twice
+        sequences_per_step = (batch + steps - 1) / steps
+        compute_s, memory_s, fixed_s = step.step_cost(coef, per_step, sequences_per_step,
+                                                      pairs_per_step, 0.0, per_step)
         seconds = steps * (max(compute_s, memory_s) + fixed_s)
         # decode: the prefill emitted each request's first token; output - 1 steps over the whole
         # batch make the rest, step j (1..output - 1) over a context of prompt + j tokens,
@@ -513,6 +526,7 @@ class Deployment:
             "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token,
             "flops_per_token_per_gpu": self.flops_per_token,
+            "lm_head_flops_per_sequence_per_gpu": self.flops_per_sequence,
             "attn_flops_per_pair_per_gpu": self.attn_flops_per_pair,
             "gemm_dtype": self.gpu.gemm_dtype,
             "peak_tflops": self.gpu.peak_tflops,

@@ -5,7 +5,8 @@ prefill chunks (many tokens of one prompt) and decodes (one token per running se
 Its dense layers (GEMMs, reading the weights) and its attention (reading the KV cache) are
 separate kernels run one after the other, each limited by its own roofline, plus fixed costs:
 
-    gemm_s  = (C_gemm^n + M_gemm^n)^(1/n),  C_gemm = F_tok * tokens / P_eff,  M_gemm = W(tokens) / B_eff
+    gemm_s  = (C_gemm^n + M_gemm^n)^(1/n),  C_gemm = (F_tok * tokens + F_seq * sequences) / P_eff,
+                                           M_gemm = W(tokens) / B_eff
     attn_s  = max(F_attn * pairs / P_attn, K_tok * (kv_read + kv_written) / B_eff)
     fixed_s = O_step + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
     step_s  = gemm_s + attn_s + fixed_s
@@ -25,10 +26,16 @@ closest to a hard max (1.04 x at C/M = 0.5, 1.26 x at C = M, 1.2% at a factor of
 All quantities are *per GPU* of the tensor-parallel group (every GPU does 1/tp of the work in
 lock-step, so the replica's step time is one GPU's step time):
 
-- F_tok  = 2 * ((active_params - V - R) / tp + R + H / tp * P_w / P_bf16)   FLOPs of the dense
-  GEMMs per token, R the parameters every GPU holds whole (MLA's latent down-projections), V the
-  embedding table and LM head, H the LM head: a bf16 GEMM in every checkpoint, counted in time
-  at the weight GEMMs' peak P_w; the embedding is a lookup without FLOPs (deployment.py)
+- F_tok  = 2 * ((active_params - V - R) / tp + R)   FLOPs of the transformer blocks' GEMMs per
+  token, R the parameters every GPU holds whole (MLA's latent down-projections), V the embedding
+  table and LM head (the embedding is a lookup without FLOPs, deployment.py)
+- F_seq  = 2 * H / tp * P_w / P_bf16   FLOPs of the LM head per *sequence* of the step: engines
+  compute logits only at the last position each sequence has in the step (vLLM's
+  `logits_indices = query_start_loc[1:] - 1`, one row per scheduled request, a partial prefill
+  chunk's included; TensorRT-LLM's `gather_context_logits` is off by default; SGLang's
+  `LogitsProcessor._get_pruned_states`: `last_index = cumsum(extend_seq_lens) - 1`), not at
+  every prompt token. H is a bf16 GEMM in every checkpoint, counted in time at the weight GEMMs'
+  peak P_w. A decode step has one sequence per token; a prefill chunk of n tokens one for all n.
 - F_attn = 2 * layers * q_heads * (qk_dim + v_dim) / tp  FLOPs per (query token, key token)
   pair: QK^T costs 2 * qk_dim and AV 2 * v_dim per head (4 * head_dim for GQA / MHA; MLA adds
   its rotary dims to qk_dim, deployment.py). A prefill chunk of n new tokens after c cached
@@ -88,7 +95,8 @@ ALLREDUCE_LATENCY_S = 10
 ALLREDUCE_BYTES_PER_TOKEN = 11
 LINK_BANDWIDTH = 12
 ATTN_EFFECTIVE_FLOPS = 13
-N_COEFFICIENTS = 14
+FLOPS_PER_SEQUENCE = 14
+N_COEFFICIENTS = 15
 
 
 @njit(cache=True)
@@ -120,15 +128,18 @@ def gemm_seconds(compute_s: float, memory_s: float) -> float:
 
 @njit(cache=True)
 def step_cost(
-    coef: np.ndarray, tokens: float, attn_pairs: float, kv_read: float, kv_written: float
+    coef: np.ndarray, tokens: float, sequences: float, attn_pairs: float, kv_read: float,
+    kv_written: float
 ) -> tuple[float, float, float]:
-    """(compute_s, memory_s, fixed_s) of one step; its duration is max(compute, memory) + fixed.
+    """(compute_s, memory_s, fixed_s) of one step of `tokens` tokens from `sequences` sequences
+    (each gets one row of logits); its duration is max(compute, memory) + fixed.
 
     The GEMMs and the attention are separate kernels, each its own roofline, run one after the
     other: core = soft-max_n(C_gemm, M_gemm) + max(C_attn, M_attn). The larger of the returned pair is
     that core time; the smaller is the part of it spent in kernels bound by the other resource,
     so `compute_s >= memory_s` says most of the step's time is compute-bound."""
-    gemm_compute = coef[FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
+    gemm_compute = (coef[FLOPS_PER_TOKEN] * tokens + coef[FLOPS_PER_SEQUENCE] * sequences) / coef[
+        EFFECTIVE_FLOPS]
     gemm_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH]
     gemm = gemm_seconds(gemm_compute, gemm_memory)
     attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
@@ -151,13 +162,13 @@ def step_cost(
 
 
 @njit(cache=True)
-def step_seconds(coef: np.ndarray, tokens: np.ndarray, attn_pairs: np.ndarray,
-                 kv_read: np.ndarray, kv_written: np.ndarray) -> np.ndarray:
+def step_seconds(coef: np.ndarray, tokens: np.ndarray, sequences: np.ndarray,
+                 attn_pairs: np.ndarray, kv_read: np.ndarray, kv_written: np.ndarray) -> np.ndarray:
     """Durations max(compute, memory) + fixed of many independent steps (arrays of equal length)."""
     out = np.empty(tokens.shape[0])
     for i in range(tokens.shape[0]):
-        compute_s, memory_s, fixed_s = step_cost(coef, tokens[i], attn_pairs[i], kv_read[i],
-                                                 kv_written[i])
+        compute_s, memory_s, fixed_s = step_cost(coef, tokens[i], sequences[i], attn_pairs[i],
+                                                 kv_read[i], kv_written[i])
         out[i] = max(compute_s, memory_s) + fixed_s
     return out
 

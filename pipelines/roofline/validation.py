@@ -276,8 +276,8 @@ def step_terms(d: Deployment, row: dict) -> tuple[float, float]:
     new = float(row["new_tokens"])
     tokens = batch * new
     pairs = batch * step.chunk_attn_pairs(context, new)
-    gemm = max(step.step_cost(coef, tokens, 0.0, 0.0, 0.0)[:2])
-    whole = max(step.step_cost(coef, tokens, pairs, batch * context, tokens)[:2])
+    gemm = max(step.step_cost(coef, tokens, batch, 0.0, 0.0, 0.0)[:2])
+    whole = max(step.step_cost(coef, tokens, batch, pairs, batch * context, tokens)[:2])
     return gemm, whole - gemm
 
 

@@ -475,14 +475,17 @@ def test_observations_far_faster_than_the_fit_are_counted_too(catalog):
 
 def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     """After a full fit every GPU but the L4 explains the AIBrix log nearly as well as the A10
-    (the L40S at 28% of its peak compute with 7.8 ms per step fits the fit half within 8.1%,
-    the A10 6.1%), so the choice compares the candidates with their catalog factors, only the
-    client latency fitted: the A10 is kept, and every candidate's row shows both errors."""
+    (on 2026-12-01 the H100 fits the fit half within 7.1% and the A100 8.8%, the A10 5.0%, the
+    L40S 10.6%: four free factors absorb a wrong GPU), so the choice compares the candidates
+    with their catalog factors, only the client latency fitted: the A10 is kept, and every
+    candidate's row shows both errors."""
     assert aibrix_choice.kept.before.gpu.gpu == "a10"
     rows = {r["deployment"].split("@")[1]: r for r in aibrix_choice.candidates.iter_rows(named=True)}
-    l40s, a10 = rows["l40s-tp1-bf16"], rows["a10-tp1-bf16"]
-    assert l40s["plausible"] and l40s["fit_error"] < a10["fit_error"] + 0.03
-    assert a10["catalog_error"] < 0.10 < 0.25 < l40s["catalog_error"]
+    a10 = rows.pop("a10-tp1-bf16")
+    wrong = [r for r in rows.values() if r["plausible"]]
+    assert len(wrong) == 3   # all but the L4
+    assert min(r["fit_error"] for r in wrong) < a10["fit_error"] + 0.03
+    assert a10["catalog_error"] < 0.10 < 0.25 < min(r["catalog_error"] for r in wrong)
     assert a10["catalog_error"] == pytest.approx(aibrix_choice.kept.catalog_error)
 
 

@@ -224,12 +224,16 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         kv_read = float(sum(s.ctx for s in r.in_step))
         # The step's two kernels, as step_cost defines them (engine.kernels): the GEMMs, then
         # the attention, each with its own bound.
-        duration, gemm_s, gemm_compute_bound, attn_s, attn_compute_bound, fixed_s = engine.kernels(
-            coef, tokens, all_pairs, kv_read, tokens)
         batch = len(r.in_step)
+        duration, gemm_s, gemm_compute_bound, attn_s, attn_compute_bound, fixed_s = engine.kernels(
+            coef, tokens, float(batch), all_pairs, kv_read, tokens)
+
+        def gemm_flops(own_tokens, sequences):   # the blocks per token, the LM head per sequence
+            return coef[roofline.FLOPS_PER_TOKEN] * own_tokens + coef[roofline.FLOPS_PER_SEQUENCE] * sequences
+
         for s in r.in_step:
             if gemm_compute_bound:
-                gemm = gemm_s * s.chunk / tokens              # by own tokens
+                gemm = gemm_s * gemm_flops(s.chunk, 1) / gemm_flops(tokens, batch)   # by own FLOPs
             else:
                 gemm = gemm_s / batch                         # the weight read, shared equally
             if attn_compute_bound:

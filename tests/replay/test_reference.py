@@ -205,16 +205,17 @@ def test_invariants(requests, replicas, chunked, kv_fraction, block, router, bin
 
 
 @pytest.mark.parametrize("name", sorted(COEFFICIENTS))
-@pytest.mark.parametrize(("tokens", "pairs", "kv_read"),
-                         [(1.0, 100.0, 100.0), (64.0, 64e3, 64e3), (8192.0, 3.3e7, 0.0),
-                          (4000.0, 8e6, 2000.0)])
-def test_kernels_split_the_step(name, tokens, pairs, kv_read):
+@pytest.mark.parametrize(("tokens", "sequences", "pairs", "kv_read"),
+                         [(1.0, 1.0, 100.0, 100.0), (64.0, 64.0, 64e3, 64e3),
+                          (8192.0, 4.0, 3.3e7, 0.0), (4000.0, 3.0, 8e6, 2000.0)])
+def test_kernels_split_the_step(name, tokens, sequences, pairs, kv_read):
     """The GEMM and attention times of a step add up to step_cost's core time, and the
     compute-bound kernels' time is step_cost's compute-bound part."""
     coef = COEFFICIENTS[name]
-    compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, pairs, kv_read, tokens)
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, sequences, pairs, kv_read,
+                                                      tokens)
     duration, gemm_s, gemm_bound, attn_s, attn_bound, fixed = engine.kernels(
-        coef, tokens, pairs, kv_read, tokens)
+        coef, tokens, sequences, pairs, kv_read, tokens)
     assert duration == max(compute_s, memory_s) + fixed_s and fixed == fixed_s
     assert gemm_s > 0 and attn_s >= 0
     assert gemm_s + attn_s == pytest.approx(max(compute_s, memory_s), rel=1e-12)

@@ -346,7 +346,9 @@ def test_decode_compute_bound_batch(catalog):
         ridge = (gpu.peak_tflops * 1e12 * d.efficiency.compute_efficiency) / (
             gpu.hbm_bandwidth_gbs * 1e9 * d.efficiency.bandwidth_efficiency)
         assert d.ridge_flops_per_byte == pytest.approx(ridge, rel=1e-12)
-        expected = ridge * (d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu) / d.flops_per_token
+        # a decode token is a sequence: the blocks' FLOPs and one row of the LM head
+        expected = ridge * (d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu) / (
+            d.flops_per_token + d.flops_per_sequence)
         assert d.decode_compute_bound_batch == pytest.approx(expected, rel=1e-12)
         assert math.isfinite(d.decode_compute_bound_batch) and d.decode_compute_bound_batch > 1
     # dense bf16: W = 2 B x params and F = 2 FLOPs x params, so b* is the ridge point itself

@@ -55,7 +55,8 @@ def test_vocabulary_matrices_are_16_bit_and_the_embedding_is_a_lookup(catalog):
     """The embedding table and the LM head (vocab_size x hidden each) are not transformer-block
     weights: fp8 / fp4 checkpoints keep them 16-bit (ModelOpt quantizes "only the linear
     operators within transformers blocks"), so they are held at 2 B a value whatever the weight
-    dtype. The LM head is a GEMM read whole every step, its FLOPs at the bf16 peak; the
+    dtype. The LM head is a GEMM read whole every step, its FLOPs at the bf16 peak, once per
+    sequence of the step (logits only where a token may be sampled), not per token; the
     embedding is a row lookup: held, never read whole, no FLOPs. A tied model's one matrix is
     its LM head."""
     vocab = 128256 * 4096
@@ -63,14 +64,23 @@ def test_vocabulary_matrices_are_16_bit_and_the_embedding_is_a_lookup(catalog):
     assert bf16.vocab_params == (vocab, vocab)
     assert bf16.weight_bytes_per_gpu == pytest.approx(8.03e9 * 2)
     assert bf16.coefficients[step.SHARED_WEIGHT_BYTES] == pytest.approx((8.03e9 - vocab) * 2)
-    assert bf16.flops_per_token == pytest.approx(2 * (8.03e9 - vocab))
+    assert bf16.flops_per_token == pytest.approx(2 * (8.03e9 - 2 * vocab))
+    assert bf16.flops_per_sequence == pytest.approx(2 * vocab)
+    # a 1,024-token prefill chunk of one prompt: the blocks for every token, the head once (the
+    # weight read made free, so that the GEMM time is its compute alone)
+    coef = bf16.coefficients.copy()
+    coef[step.EFFECTIVE_BANDWIDTH] = 1e30
+    chunk, _, _ = step.step_cost(coef, 1024.0, 1.0, 0.0, 0.0, 0.0)
+    assert chunk == pytest.approx((1024 * 2 * (8.03e9 - 2 * vocab) + 2 * vocab)
+                                  / bf16.effective_flops)
     fp8 = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8")
     blocks = 8.03e9 - 2 * vocab
     assert fp8.weight_bytes_per_gpu == pytest.approx(blocks + 2 * vocab * 2)
     assert fp8.coefficients[step.SHARED_WEIGHT_BYTES] == pytest.approx(blocks + vocab * 2)
     # the head's bf16 GEMM at half the fp8 peak (989.5 of 1978.9 TFLOPS): twice its FLOPs in
     # fp8 time
-    assert fp8.flops_per_token == pytest.approx(2 * (blocks + vocab * 1978.9 / 989.5))
+    assert fp8.flops_per_token == pytest.approx(2 * blocks)
+    assert fp8.flops_per_sequence == pytest.approx(2 * vocab * 1978.9 / 989.5)
     tp2 = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=2, weights="fp8")
     assert tp2.coefficients[step.SHARED_WEIGHT_BYTES] == pytest.approx((blocks + vocab * 2) / 2)
     tied = catalog.build(model="llama-3.2-1b", gpu="rtx-4090")
@@ -88,9 +98,10 @@ def test_mla_latent_projections_are_replicated_not_split(catalog):
     assert tp8.replicated_params == replicated
     assert tp8.weight_bytes_per_gpu == pytest.approx(
         (671e9 - 2 * vocab - replicated) / 8 + replicated + 2 * vocab / 8 * 2)
-    # the LM head's bf16 GEMM at half the fp8 peak: twice its FLOPs in fp8 time
     assert tp8.flops_per_token == pytest.approx(
-        2 * ((37e9 - 2 * vocab - replicated) / 8 + replicated + vocab / 8 * 2))
+        2 * ((37e9 - 2 * vocab - replicated) / 8 + replicated))
+    # the LM head's bf16 GEMM at half the fp8 peak: twice its FLOPs in fp8 time
+    assert tp8.flops_per_sequence == pytest.approx(2 * vocab / 8 * 2)
     assert tp8.coefficients[step.SHARED_WEIGHT_BYTES] + tp8.coefficients[
         step.EXPERT_WEIGHT_BYTES] == pytest.approx(
             tp8.weight_bytes_per_gpu - tp8.embedding_bytes_per_gpu)
@@ -166,8 +177,9 @@ def test_gemm_roofline_is_softened_where_compute_and_weight_reads_meet(catalog):
     coef = d.coefficients
 
     def gemm(tokens):
-        compute_s, memory_s, _ = step.step_cost(coef, tokens, 0.0, 0.0, 0.0)
-        return max(compute_s, memory_s), tokens * d.flops_per_token / d.effective_flops, \
+        compute_s, memory_s, _ = step.step_cost(coef, tokens, tokens, 0.0, 0.0, 0.0)  # a decode
+        per_token = d.flops_per_token + d.flops_per_sequence
+        return max(compute_s, memory_s), tokens * per_token / d.effective_flops, \
             step.weight_bytes(coef, tokens) / d.effective_bandwidth
 
     ridge = d.decode_compute_bound_batch
@@ -203,10 +215,11 @@ def test_moe_compute_bound_batch_counts_only_touched_experts(catalog, model, opt
     d = catalog.build(model=model, gpu="h200-sxm", **options)
     b = d.decode_compute_bound_batch
     coef = d.coefficients
-    assert b * d.flops_per_token / d.effective_flops == pytest.approx(
+    per_token = d.flops_per_token + d.flops_per_sequence  # a decode token is a sequence
+    assert b * per_token / d.effective_flops == pytest.approx(
         step.weight_bytes(coef, b) / d.effective_bandwidth, rel=1e-6)
     read = d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu  # a step touching every expert
-    all_experts = d.ridge_flops_per_byte * read / d.flops_per_token
+    all_experts = d.ridge_flops_per_byte * read / per_token
     if partial:
         assert b < 0.8 * all_experts
     else:
