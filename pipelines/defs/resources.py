@@ -7,6 +7,7 @@ run initializes this resource once, so `setup_for_execution` is the start of the
 preflight runs, before any step) and `teardown_after_execution` its end.
 """
 
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +20,11 @@ from pipelines import settings
 from pipelines.defs.preflight import check_run
 from pipelines.preflight import ConfigurationError
 from pipelines.publish import PublishError, Workspace
+from pipelines.reports.sql_tables import SQL_TABLES
+
+# The asset each sql/ step of a report table belongs to: a view made on the way to a table
+# (request_shapes, shape_spend's first step) is that table's asset's; any other table is its own.
+ASSET_OF_SQL_STEP = {step: table.name for table in SQL_TABLES for step in table.steps}
 
 
 class PublishedWarehouse(DuckDBResource):
@@ -58,7 +64,13 @@ class PublishedWarehouse(DuckDBResource):
                 raise dg.Failure(self._unavailable) from None
             self._workspace = workspace
         with duckdb.connect(str(self._workspace.working), config=self.connection_config) as conn:
-            yield conn
+            try:
+                yield conn
+            except duckdb.CatalogException as exc:
+                line = missing_table_line(exc, self.database)
+                if line is None:
+                    raise
+                raise dg.Failure(line) from None
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         workspace, self._workspace = self._workspace, None
@@ -76,6 +88,23 @@ class PublishedWarehouse(DuckDBResource):
                                  f" keep the last run published whole, and the next run finishes"
                                  f" or redoes this one: free the space or fix the folder, then"
                                  f" run again") from exc
+
+
+def missing_table_line(exc: duckdb.CatalogException, warehouse: str) -> str | None:
+    """What to materialize first, when a step reads a table the warehouse lacks: an asset
+    materialized alone (the UI's Materialize on one asset, a subset of the launchpad) before the
+    assets upstream of it ever ran into this warehouse. Without it the run page showed DuckDB's
+    "Table with name request_costs does not exist! Did you mean "sqlite_master"?" and its stack.
+    None for any other catalog error."""
+    found = re.search(r"Table with name (\S+) does not exist", str(exc))
+    if found is None:
+        return None
+    table = found.group(1)
+    asset = ASSET_OF_SQL_STEP.get(table, table)
+    made_by = f" (made by the asset {asset})" if asset != table else ""
+    return (f"the warehouse {warehouse} has no table {table}{made_by}, which this step reads:"
+            f" materialize {asset} and the assets upstream of it first (or run the nightly job),"
+            f" then this one")
 
 
 class UnpublishedRun(dg.DagsterError):

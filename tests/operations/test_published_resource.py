@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from pipelines import publish
+from pipelines.definitions import build_defs
 from pipelines.defs.resources import PublishedWarehouse
 from pipelines.warehouse import write_table
 
@@ -161,3 +162,24 @@ def _failures_of_two_root_steps(warehouse) -> list[str]:
     return [event.event_specific_data.error.message.removeprefix(
         "dagster._core.definitions.events.Failure: ").strip()
         for event in result.get_step_failure_events()]
+
+
+@pytest.mark.parametrize(("asset", "missing", "first"), [
+    ("shape_spend", "request_costs", "request_costs"),
+    ("what_if", "request_shapes (made by the asset shape_spend)", "shape_spend"),
+])
+def test_an_asset_materialized_alone_before_its_upstream_says_what_to_materialize_first(
+        tmp_path, asset, missing, first):
+    """The UI materializes one asset on its own; on a warehouse its upstream assets never ran
+    into, the step failed with DuckDB's 'Table with name request_costs does not exist! Did you
+    mean "sqlite_master"?' and a stack, naming no asset."""
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    with dg.DagsterInstance.ephemeral() as instance:
+        job = build_defs(warehouse).resolve_implicit_global_asset_job_def()
+        result = job.execute_in_process(instance=instance, raise_on_error=False,
+                                        asset_selection=[dg.AssetKey(asset)])
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    error = failure.event_specific_data.error
+    assert error.cls_name == "Failure" and error.cause is None
+    assert f"the warehouse {warehouse} has no table {missing}, which this step reads: materialize" \
+           f" {first} and the assets upstream of it first (or run the nightly job)" in error.message
