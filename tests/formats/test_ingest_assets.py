@@ -612,3 +612,15 @@ def test_a_file_read_under_older_reader_rules_is_read_again(inbox, tmp_path, mon
     assert query(warehouse, "SELECT count(*) FROM requests") == [(199,)]
     assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(1,)]
     assert files_metadata(ingest(warehouse))["files_ingested_this_run"] == 0
+
+
+def test_the_failed_files_check_names_the_first_broken_file_in_its_description(tmp_path):
+    """The UI shows a check's description on its page and in the run log: the failed
+    every_trace_file_ingested had none, so it read only 'Failed' until one opened its metadata."""
+    failed = {"z.csv": f"{tmp_path / 'z.csv'}: empty file", "broken.csv": f"{tmp_path / 'broken.csv'}:"
+              f" binary data, not a text log"}
+    result = ingest_assets._failed_files_check(tmp_path, 5, failed)
+    assert not result.passed
+    assert result.description == (f"2 of 5 trace file(s) could not be ingested (each in reasons),"
+                                  f" first {tmp_path / 'broken.csv'}: binary data, not a text log")
+    assert ingest_assets._failed_files_check(tmp_path, 5, {}).description is None

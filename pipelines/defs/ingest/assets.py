@@ -32,8 +32,8 @@ from pipelines.ingest_store import CALIBRATION_TABLE_SQL, COLUMNS, INGEST_TABLES
     ],
     check_specs=[dg.AssetCheckSpec(
         "every_trace_file_ingested", asset="trace_files",
-        description="Fails while a file of the trace folder cannot be ingested; its metadata names "
-                    "each such file and why"),
+        description="Fails while a file of the trace folder cannot be ingested, naming the first; "
+                    "its metadata names each such file and why"),
     ],
 )
 def ingested_traces(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
@@ -93,10 +93,17 @@ def _by_name(failed: dict[str, str]) -> dict[str, str]:
 
 
 def _failed_files_check(folder, total: int, failed: dict) -> dg.AssetCheckResult:
+    """The description is the line the UI shows on the failed check (its page, the run log):
+    how many files failed and the first one's reason, so no one has to open the metadata to
+    learn which upload is broken; `reasons` lists them all."""
     # each reason starts with the file it names (the ingest's messages do)
-    listed = "\n".join(f"- {reason}" for _, reason in sorted(failed.items()))
+    reasons = [reason for _, reason in sorted(failed.items())]
+    listed = "\n".join(f"- {reason}" for reason in reasons)
+    description = (f"{len(reasons)} of {total} trace file(s) could not be ingested (each in"
+                   f" reasons), first {reasons[0]}" if reasons else None)
     return dg.AssetCheckResult(
         check_name="every_trace_file_ingested", asset_key="trace_files", passed=not failed,
+        description=description,
         metadata={
             "folder": dg.MetadataValue.path(str(folder)),
             "files": dg.MetadataValue.int(total),
