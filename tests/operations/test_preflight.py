@@ -456,3 +456,16 @@ def test_a_catalog_without_the_optional_physics_columns_is_noted(tmp_path, monke
     monkeypatch.delenv("FLEETSPEND_REFERENCE_DIR")   # the shipped catalog: none
     code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 0 and "note:" not in out
+
+
+@pytest.mark.parametrize("op", ["replayed_fleet", "calibrated"])
+def test_the_launchpad_describes_every_run_config_field(tmp_path, op):
+    """The UI's launchpad shows each field's description from the job's config schema; the
+    fields' meanings were code comments, so it showed `candidates`, `fit_metrics_by_trace`, ...
+    with nothing beside them."""
+    job = build_defs(tmp_path / "wh.duckdb").resolve_implicit_global_asset_job_def()
+    ops = job.run_config_schema.config_type.fields["ops"].config_type.fields
+    fields = ops[op].config_type.fields["config"].config_type.fields
+    assert fields and all(field.description for field in fields.values()), [
+        name for name, field in fields.items() if not field.description]
+    assert "least_outstanding, least_kv" in fields["router"].description

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
-from pydantic import ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
@@ -11,6 +11,7 @@ from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices
 from pipelines.defs.replay.assets import replay_options
 from pipelines.replay import by_trace
 from pipelines.replay.api import set_aside_unservable
+from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
     REQUEST_METRICS,
@@ -34,26 +35,31 @@ ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,
 
 
 class CalibrationConfig(dg.Config):
-    # the traces this run calibrates; empty: every trace with observed latencies. Only their
-    # rows of the calibration tables are replaced: the other traces' fits stay
-    traces: list[str] = []
-    # the deployment of traces not named below; none: the FLEETSPEND_DEPLOYMENT setting
-    deployment: str | None = None
-    # trace -> the deployment (deployments.csv) that served it; others use `deployment`
-    deployments: dict[str, str] = {}
-    # trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's): each
-    # is calibrated, and of the plausible ones the one whose catalog factors explain the fit
-    # half best (only the client latency fitted) is kept
-    candidates: dict[str, list[str]] = {}
-    # the observed metrics the fit uses (ttft, e2e); all observed ones are reported
-    fit_metrics: list[str] = list(REQUEST_METRICS)
-    # trace -> its own fit metrics, for a log whose other metric is not usable (BurstGPT-vLLM's
-    # end-to-end times rest on estimated output tokens); others use `fit_metrics`
-    fit_metrics_by_trace: dict[str, list[str]] = {}
-    # the router of the fit's replays: the choices and default of ReplayConfig.router, set on
-    # its own (calibration runs on demand, apart from the replay), so a run that changed the
-    # replay's router sets this one too
-    router: str = "least_outstanding"
+    """The descriptions are what the UI's launchpad shows beside each field (README "Your own
+    logs" has the examples)."""
+
+    traces: list[str] = Field(default=[], description=(
+        "The traces this run calibrates; empty: every trace with observed latencies. Only their"
+        " rows of the calibration tables are replaced: the other traces' fits stay"))
+    deployment: str | None = Field(default=None, description=(
+        "The deployment of the traces not named in deployments or candidates; none: the"
+        f" FLEETSPEND_DEPLOYMENT setting, else {settings.DEFAULT_DEPLOYMENT}"))
+    deployments: dict[str, str] = Field(default={}, description=(
+        "Trace -> the deployment (deployments.csv) that served it; others use deployment"))
+    candidates: dict[str, list[str]] = Field(default={}, description=(
+        "Trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's):"
+        " each is calibrated, and of the plausible ones the one whose catalog factors explain"
+        " the fit half best (only the client latency fitted) is kept"))
+    fit_metrics: list[str] = Field(default=list(REQUEST_METRICS), description=(
+        f"The observed metrics the fit uses, some of {', '.join(REQUEST_METRICS)}; every"
+        " observed one is reported"))
+    fit_metrics_by_trace: dict[str, list[str]] = Field(default={}, description=(
+        "Trace -> its own fit metrics, for a log whose other metric is not usable (BurstGPT-"
+        "vLLM's end-to-end times rest on estimated output tokens); others use fit_metrics"))
+    # set on its own (calibration runs on demand, apart from the replay)
+    router: str = Field(default="least_outstanding", description=(
+        f"The router of the fit's replays, one of {', '.join(ROUTERS)} as the replay's: a run"
+        " that changed the replay's router sets this one too"))
 
     @field_validator("traces", "deployments", "candidates", "fit_metrics_by_trace", mode="before")
     @classmethod

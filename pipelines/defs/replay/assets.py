@@ -7,6 +7,7 @@ import dagster as dg
 import duckdb
 import polars as pl
 from dagster_duckdb import DuckDBResource
+from pydantic import Field
 
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
@@ -21,11 +22,17 @@ REPLAY_TABLES = ["request_stages", "fleet_timeline", "unserved_requests"]
 
 
 class ReplayConfig(dg.Config):
-    # the deployments.csv row to replay on; none: the FLEETSPEND_DEPLOYMENT setting, read when
-    # the run starts (settings.deployment_choice)
-    deployment: str | None = None
-    timeline_bin_s: float = 60.0
-    router: str = "least_outstanding"
+    """The descriptions are what the UI's launchpad shows beside each field."""
+
+    deployment: str | None = Field(default=None, description=(
+        "The deployments.csv row to replay every trace on, for this run only; none: the"
+        " FLEETSPEND_DEPLOYMENT setting (read when the run starts), else"
+        f" {settings.DEFAULT_DEPLOYMENT}"))
+    timeline_bin_s: float = Field(default=60.0, description=(
+        "Seconds per fleet_timeline bin (a positive number)"))
+    router: str = Field(default="least_outstanding", description=(
+        f"How requests are routed to replicas: {', '.join(ROUTERS)}; the what-if replays use"
+        " the same"))
 
 
 def replay_options(cfg: dict, where: str, problems: list[str]) -> None:
