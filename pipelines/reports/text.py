@@ -89,6 +89,8 @@ def _fmt(value) -> str:
         # reads as 0.0000037
         decimals = 2 - math.floor(math.log10(abs(value)))
         return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+    if isinstance(value, bool):  # an int to Python: calibration.at_bound read 0, is_default 1
+        return str(value).lower()
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)

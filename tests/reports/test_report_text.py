@@ -16,6 +16,7 @@ from pipelines.reports.text import (
     chargeback_note,
     headline,
     headline_facts,
+    markdown_table,
     report_blocks,
     _fmt,
     summary_lines,
@@ -264,6 +265,15 @@ def test_the_what_if_table_lists_the_scenarios_by_daily_saving():
 
 def test_a_whole_number_cell_has_thousands_separators():
     assert [_fmt(v) for v in (28185, 7, -1200)] == ["28,185", "7", "-1,200"]
+
+
+def test_a_boolean_cell_reads_true_or_false_not_a_number():
+    """The UI's table previews (calibration.at_bound, prices.is_default, roofline.chunked_prefill,
+    what_if.lower_precision) showed a switch as 0 or 1, the formatting of a count."""
+    assert [_fmt(v) for v in (True, False)] == ["true", "false"]
+    frame = pl.DataFrame({"parameter": ["compute_efficiency"], "at_bound": [False]})
+    assert markdown_table(frame, {c: c for c in frame.columns}).splitlines()[-1] == (
+        "| compute_efficiency | false |")
 
 
 def test_the_requests_set_aside_are_one_sentence_and_none_says_nothing():
