@@ -73,7 +73,9 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     assert by_key["calibration"]["implausible_fits"].value == "none"
     assert not params["at_bound"].any()
     assert held["error_baseline"].is_not_null().all()
-    assert "burstgpt-scale100 held-out ttft shape_error after" in by_key["calibration_errors"]
+    shown = by_key["calibration_errors"]["burstgpt-scale100 held-out ttft shape_error after"].value
+    stored = held.filter(pl.col("trace") == "burstgpt-scale100")["shape_error_after"][0]
+    assert shown == float(f"{stored:.4g}") != stored  # the UI shows it as is: 4 digits, not 17
     assert "| held_out | ttft |" in by_key["calibration_errors"]["burstgpt-scale100 errors by shape"].value
 
 
