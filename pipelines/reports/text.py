@@ -115,8 +115,15 @@ def table_rows(frame: pl.DataFrame, columns: dict[str, str]) -> list[list[str]]:
 def markdown_table(frame: pl.DataFrame, columns: dict[str, str]) -> str:
     head = "| " + " | ".join(columns.values()) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"
-    rows = ["| " + " | ".join(cells) + " |" for cells in table_rows(frame, columns)]
+    rows = ["| " + " | ".join(map(_markdown_cell, cells)) + " |" for cells in table_rows(frame, columns)]
     return "\n".join([head, rule, *rows])
+
+
+def _markdown_cell(text: str) -> str:
+    """A cell's text inside a markdown table row, which a | would split and a line break end:
+    calibration.implausible's one reason per line broke the UI's preview into loose paragraphs,
+    and a rejected row's raw text 12|3 gave its row a column too many. Lines join with "; "."""
+    return "; ".join(text.splitlines()).replace("|", "\\|")
 
 
 # The fleet_summary columns summary_lines reads (pipelines/summary.py checks a warehouse has them).

@@ -470,3 +470,14 @@ def test_a_fleet_line_says_how_full_its_busy_gpus_are():
     9.6 of the 256 sequences a step may hold with its KV cache 3% full at most."""
     [line] = summary_lines(_summary(0.0123, 0.0456))
     assert "(idle 50.0% = $0.50; mean batch 9.6 of max 256, peak KV use 3.18%)" in line
+
+
+def test_a_markdown_cell_keeps_its_row_whole():
+    """calibration.implausible holds one reason per line and a rejected row's raw text can hold
+    a |: in the UI's previews (and report.md) a line break ended the table row and a | split the
+    cell, so the row lost its columns."""
+    frame = pl.DataFrame({"trace": ["t"], "implausible": ["faster than it can be\nfactor at its bound"],
+                          "raw": ["2023-11-16 18:17:04,12|3,8"]})
+    table = markdown_table(frame, {c: c for c in frame.columns})
+    assert table.splitlines()[2:] == [
+        r"| t | faster than it can be; factor at its bound | 2023-11-16 18:17:04,12\|3,8 |"]
