@@ -7,7 +7,7 @@ import duckdb
 import polars as pl
 from dagster_duckdb import DuckDBResource
 
-from pipelines.defs.metadata import PREVIEW_COLUMNS, table_metadata
+from pipelines.defs.metadata import PREVIEW_CELL_CHARS, PREVIEW_COLUMNS, table_metadata
 from pipelines.defs.replay.checks import no_negative_stage
 from pipelines.defs.reports.checks import every_scenario_replays_every_request
 from pipelines.warehouse import run_sql, write_table
@@ -62,3 +62,14 @@ def test_a_wide_tables_preview_says_it_shows_part_of_its_columns():
         narrow = table_metadata(conn, "narrow")["preview"].value
     assert f"The first {PREVIEW_COLUMNS} of 20 columns; the table `wide` has them all." in wide
     assert "c11" in wide and "c12" not in wide and "columns;" not in narrow
+
+
+def test_a_previews_long_text_is_cut_and_says_so():
+    """A rejected AIBrix record's raw text (its whole prompt and answer) filled the UI's
+    rejected_requests preview with kilobytes a cell."""
+    with duckdb.connect() as conn:
+        conn.execute("CREATE TABLE rejected AS SELECT 1 AS line, repeat('x', 5000) AS raw, 'why' AS reason")
+        preview = table_metadata(conn, "rejected")["preview"].value
+    assert f"| 1 | {'x' * PREVIEW_CELL_CHARS}… | why |" in preview
+    assert f"Text over {PREVIEW_CELL_CHARS} characters is cut (…); the table `rejected` has it whole." \
+        in preview and len(preview) < 500
