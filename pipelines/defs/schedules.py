@@ -27,6 +27,12 @@ nightly_job = dg.define_asset_job("nightly", selection=TRACE_RUN_SELECTION,
                                   description="New trace data and every report downstream")
 
 
+# What the UI's Automation page says of the schedule (it showed none).
+SCHEDULE_DESCRIPTION = ("The nightly job (ingest, replay and reports; not the calibration) at"
+                        " FLEETSPEND_NIGHTLY_CRON, UTC; a tick is skipped with the preflight's"
+                        " message while the configuration is bad")
+
+
 def nightly_schedule(cron: str, warehouse: Path) -> dg.ScheduleDefinition:
     """The schedule for `cron` (UTC) publishing to `warehouse`; a bad cron string names the
     setting it came from."""
@@ -44,7 +50,8 @@ def nightly_schedule(cron: str, warehouse: Path) -> dg.ScheduleDefinition:
         try:
             return dg.ScheduleDefinition(name="nightly", cron_schedule=cron, job=nightly_job,
                                          execution_fn=evaluate, execution_timezone="UTC",
-                                         default_status=dg.DefaultScheduleStatus.STOPPED)
+                                         default_status=dg.DefaultScheduleStatus.STOPPED,
+                                         description=SCHEDULE_DESCRIPTION)
         except dg.DagsterInvalidDefinitionError as exc:
             problem = f"Dagster refuses it ({exc})"
     raise ValueError(f"FLEETSPEND_NIGHTLY_CRON={cron!r}: {problem}; expected {CRON_EXPECTED}")

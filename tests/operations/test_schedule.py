@@ -33,6 +33,14 @@ def test_default_cron_and_targets(tmp_path, monkeypatch):
     assert not {"calibration", "calibration_errors"} & (selected | inbox)
 
 
+
+def test_the_schedule_and_the_sensor_say_what_they_do_in_the_ui(tmp_path):
+    """The UI's Automation page lists each with its description: both had none."""
+    defs = build_defs(tmp_path / "wh" / "fleetspend.duckdb")
+    assert "not the calibration" in defs.resolve_schedule_def("nightly").description
+    assert "not the calibration" in defs.resolve_sensor_def("trace_inbox_sensor").description
+
+
 def test_cron_comes_from_the_environment_and_bad_ones_are_named(tmp_path, monkeypatch):
     monkeypatch.setenv("FLEETSPEND_NIGHTLY_CRON", "30 5 * * 1-5")
     assert settings.nightly_cron() == "30 5 * * 1-5"

@@ -49,7 +49,11 @@ ingest_job = dg.define_asset_job(
 SETTLE_S = 60.0
 
 
-@dg.sensor(job=ingest_job, minimum_interval_seconds=60)
+@dg.sensor(job=ingest_job, minimum_interval_seconds=60, description=(
+    "Every 60 s: asks for an ingest_new_traces run (ingest, replay and reports; not the"
+    " calibration) when a log file of FLEETSPEND_TRACE_DIR, or its sidecar, appears, changes"
+    f" or is removed, once it has not changed for {SETTLE_S:.0f} s; skipped with the"
+    " preflight's message while the configuration is bad"))
 def trace_inbox_sensor(context: dg.SensorEvaluationContext):
     folder = settings.trace_dir()
     if not folder.is_dir():   # unset, mistyped or unmounted: says nothing of the files, cursor kept
