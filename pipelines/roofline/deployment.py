@@ -493,9 +493,11 @@ class Deployment:
         steps = math.ceil(prefill_tokens / budget)
         per_step = prefill_tokens / steps
         pairs_per_step = batch * step.chunk_attn_pairs(0.0, float(prompt_tokens)) / steps
-        # each step's sequences (one LM-head row each): the B prompts cut into `steps` runs of
-        # tokens make B + steps - 1 pieces, a prompt split across a step boundary counting twice
-        sequences_per_step = (batch + steps - 1) / steps
+        # each step's sequences (one LM-head row each): the B prompts cut into `steps` equal runs
+        # of tokens, a prompt split across a step boundary counting twice. Boundary k (of
+        # steps - 1) falls between two prompts when k * B / steps is whole, which it is for
+        # gcd(B, steps) - 1 of them, so the pieces are B + steps - gcd(B, steps)
+        sequences_per_step = (batch + steps - math.gcd(batch, steps)) / steps
         compute_s, memory_s, fixed_s = step.step_cost(coef, per_step, sequences_per_step,
                                                       pairs_per_step, 0.0, per_step)
         seconds = steps * (max(compute_s, memory_s) + fixed_s)

@@ -251,6 +251,17 @@ def test_max_throughput_decodes_output_minus_one_steps(catalog):
     assert d.max_throughput_tok_s(128, 1) == pytest.approx(64 / prefill)
 
 
+def test_max_throughput_prefill_steps_of_whole_prompts_pay_one_head_row_each(catalog):
+    """The LM head runs once per sequence of a step (F_seq): 64 prompts of 128 tokens in steps
+    of 32 x 128 tokens are two steps of 32 whole prompts, 32 head rows each, as two static
+    batches of 32. The analytic prefill counted B + steps - 1 pieces, as if every step boundary
+    cut a prompt in two: 32.5 rows a step."""
+    d = catalog.build(model="llama-3.2-1b", gpu="h100-sxm", max_seqs=64,
+                      max_batched_tokens=32 * 128)
+    assert d.max_throughput_tok_s(128, 1) == pytest.approx(64 / (2 * d.prefill_batch_s(32, 128)),
+                                                           rel=1e-12)
+
+
 def test_request_larger_than_the_kv_cache_is_refused(catalog):
     d = catalog.build(model="llama-3.1-8b", gpu="l4")
     with pytest.raises(ValueError, match="does not fit"):
