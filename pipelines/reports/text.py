@@ -294,9 +294,12 @@ def headline_facts(t: ReportTables) -> list[Fact]:
 
 def _dollars(amount: float) -> str:
     """A daily dollar figure of the headline: whole dollars from $10 ($179), as a reader takes a
-    day's figure in; under that, _fmt's digits ($7.20, $0.143), so a small fleet's saving does
-    not read $0."""
-    return f"{amount:,.0f}" if abs(amount) >= 10 else _fmt(amount)
+    day's figure in; under that, _usd's cents at least ($7.20, $0.50, $0.143), as the fleet's
+    dollars beside it read, so a small fleet's saving does not read $0 (nor $0.5); nothing is
+    $0."""
+    if abs(amount) >= 10:
+        return f"{amount:,.0f}"
+    return "0" if amount == 0 else _usd(amount)
 
 
 def _spans(fleet_summary: pl.DataFrame) -> str:

@@ -131,6 +131,15 @@ def test_the_headlines_percent_is_of_the_baselines_dollars_a_day_as_its_dollars_
     assert "baseline_usd_per_day" in lever.source
 
 
+def test_a_daily_figure_under_ten_dollars_keeps_its_cents():
+    """The headline's daily figures under $10 took _fmt's digits, which drop trailing zeros: a
+    small fleet's lever read "cut busy-GPU spend by $0.5/day ... changes by -$0.3/day" beside
+    the $0.50 the fleet cost (_usd), though the bill's comment promised -$0.30."""
+    [*_, lever] = headline_facts(_tables(_what_if(-0.5 / 24, -0.3 / 24)))
+    assert "cut busy-GPU spend by $0.50/day" in lever.text
+    assert "changes by -$0.30/day" in lever.text
+
+
 def test_a_cut_under_half_a_percent_keeps_its_size_not_minus_zero():
     """A lever that cuts busy spend by 0.3% printed "(-0%)"."""
     [*_, lever] = headline_facts(_tables(_what_if(-0.3, 0.0)))
@@ -158,11 +167,11 @@ def test_a_small_fleets_bill_cut_is_not_plus_zero_dollars():
     """The fleet bill's change kept whole dollars after the busy saving got its cents: a lever
     that resizes a small fleet, cutting its bill by $0.30 a day, read 'changes by +$0/day'
     beside 'would cut busy-GPU spend by $0.143/day', and -$0.90 read -$1. It takes the busy
-    saving's digits (_dollars: $0.3, $7.20, $173)."""
+    saving's digits (_dollars: $0.30, $7.20, $173)."""
     [*_, lever] = headline_facts(_tables(_what_if(-0.00596, -0.0125)))
-    assert "changes by -$0.3/day" in lever.text and "+$0" not in lever.text
+    assert "changes by -$0.30/day" in lever.text and "+$0" not in lever.text
     [*_, lever] = headline_facts(_tables(_what_if(-0.00596, -0.0375)))
-    assert "changes by -$0.9/day" in lever.text
+    assert "changes by -$0.90/day" in lever.text
     [*_, lever] = headline_facts(_tables(_what_if(-0.3, -0.0)))
     assert "changes by +$0/day" in lever.text
 
