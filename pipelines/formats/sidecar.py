@@ -23,15 +23,11 @@ from pathlib import Path
 
 from pipelines.formats import FORMATS, POLICY_OPTIONS, reader_options
 from pipelines.formats.common import start_time_of
-from pipelines.formats.source import SIDECAR_SUFFIX as SUFFIX
+from pipelines.formats.source import sidecar_of
 
 
 class OptionsError(ValueError):
     """A sidecar that cannot be used; the message names the sidecar and the key."""
-
-
-def sidecar_of(path: Path) -> Path:
-    return path.with_name(path.name + SUFFIX)
 
 
 def _known_keys(format: str | None) -> set[str]:

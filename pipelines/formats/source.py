@@ -176,6 +176,11 @@ def read_lines(path: Path) -> pl.LazyFrame:
     ).with_columns(pl.col("line").cast(pl.Int64))
 
 
+def sidecar_of(path: Path) -> Path:
+    """The option sidecar a log's options are read from: `<log>.fleetspend.json` beside it."""
+    return path.with_name(path.name + SIDECAR_SUFFIX)
+
+
 def is_sidecar(path: Path) -> bool:
     """An option sidecar `<log>.fleetspend.json` (pipelines/formats/sidecar.py), not a log."""
     return path.name.lower().endswith(SIDECAR_SUFFIX)
@@ -201,7 +206,7 @@ def unread_files(folder: Path) -> list[Path]:
     if not folder.is_dir():
         return []
     traces = set(trace_files(folder))
-    sidecars = {trace.with_name(trace.name + SIDECAR_SUFFIX) for trace in traces}
+    sidecars = {sidecar_of(trace) for trace in traces}
     return sorted(p for p in folder.iterdir()
                   if (p.is_file() or p.is_dir()) and p not in traces and p not in sidecars
                   and not p.name.startswith(".") and not p.name.lower().startswith("readme"))

@@ -778,7 +778,8 @@ def simulate(
             coef, tokens, float(in_step), pairs, kv_read, kv_written)
         # compute-bound GEMMs split by own FLOPs: each sequence's tokens through the blocks,
         # plus its one row of the LM head
-        gemm_flops = coef[roofline.FLOPS_PER_TOKEN] * tokens + coef[roofline.FLOPS_PER_SEQUENCE] * in_step
+        gemm_flops = (coef[roofline.FLOPS_PER_TOKEN] * tokens
+                      + coef[roofline.FLOPS_PER_SEQUENCE] * in_step)
         for j in range(n_run[r]):
             i = running[r, j]
             c = chunk[i]

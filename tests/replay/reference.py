@@ -229,11 +229,12 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
             coef, tokens, float(batch), all_pairs, kv_read, tokens)
 
         def gemm_flops(own_tokens, sequences):   # the blocks per token, the LM head per sequence
-            return coef[roofline.FLOPS_PER_TOKEN] * own_tokens + coef[roofline.FLOPS_PER_SEQUENCE] * sequences
+            return (coef[roofline.FLOPS_PER_TOKEN] * own_tokens
+                    + coef[roofline.FLOPS_PER_SEQUENCE] * sequences)
 
         for s in r.in_step:
             if gemm_compute_bound:
-                gemm = gemm_s * gemm_flops(s.chunk, 1) / gemm_flops(tokens, batch)   # by own FLOPs
+                gemm = gemm_s * gemm_flops(s.chunk, 1) / gemm_flops(tokens, batch)  # own FLOPs
             else:
                 gemm = gemm_s / batch                         # the weight read, shared equally
             if attn_compute_bound:
