@@ -318,7 +318,8 @@ def test_what_if(conn):
 def test_what_if_baseline_per_day_weighs_each_trace_by_its_own_span(conn):
     """baseline_usd_per_day is what delta_usd_per_day is a share of: each trace's busy dollars x
     86,400 / its span. A second trace 'u' of a tenth of 't''s span, with the same requests and
-    halved GPU-seconds in the scenario: its dollars are 1/2 of the replays' but 10/11 a day."""
+    halved GPU-seconds in the scenario: its dollars are 1/2 of the replays' but 10/11 a day. With
+    only 't' halved, the two bases part: -25% of the replays' dollars, -1/22 of a day's."""
     for table in ("request_stages", "scenario_stages", "requests", "scenario_fleets", "fleet_timeline"):
         conn.execute(f"INSERT INTO {table} SELECT * REPLACE ('u' AS trace) FROM {table}")
     conn.execute("UPDATE request_stages SET finished_s = finished_s / 10 WHERE trace = 'u'")
@@ -328,6 +329,14 @@ def test_what_if_baseline_per_day_weighs_each_trace_by_its_own_span(conn):
     assert row["baseline_usd_per_day"] == pytest.approx(day_t + day_u)
     assert row["delta_usd_per_day"] == pytest.approx(-(day_t + day_u) / 2, abs=1e-6)
     assert row["delta_pct"] == pytest.approx(-50.0)
+    # 'u' unchanged by the scenario: its scenario rows carry its baseline GPU-seconds
+    conn.execute("""UPDATE scenario_stages AS s SET gpu_s = b.gpu_s FROM request_stages AS b
+                    WHERE s.trace = 'u' AND b.trace = 'u' AND s.request_id = b.request_id""")
+    _build_report_tables(conn)
+    row = conn.sql("FROM what_if WHERE scenario = 's' AND shape = 'all'").pl().row(0, named=True)
+    assert row["delta_pct"] == pytest.approx(-25.0)
+    assert row["delta_usd_per_day"] / row["baseline_usd_per_day"] == pytest.approx(
+        -(day_t / 2) / (day_t + day_u), rel=1e-4)
 
 
 def test_what_if_prices_a_scenario_at_its_own_gpu_price(conn):
