@@ -141,7 +141,7 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
         lines.append(
             f"**{s['trace']}**: {s['requests']:,} requests over {_duration(s['span_s'])}, "
             f"{s['prompt_tokens']:,} prompt + "
-            f"{s['output_tokens']:,} output tokens; {s['gpu_hours']:,.1f} GPU-hours = "
+            f"{s['output_tokens']:,} output tokens; {_gpu_hours(s['gpu_hours'])} GPU-hours = "
             f"${_usd(s['spend_usd'])} (idle {100 * s['idle_share']:.1f}% = ${_usd(s['idle_usd'])}; "
             f"mean batch {s['mean_batch']:,.1f} of max {s['max_seqs']:,}, "
             f"peak KV use {_fmt(100 * s['peak_kv_use'])}%); "
@@ -183,8 +183,18 @@ def other_model_lines(conn: duckdb.DuckDBPyConnection) -> list[str]:
     return lines
 
 
+def _gpu_hours(hours: float) -> str:
+    """A fleet's GPU-hours: one decimal from 1 (11.5), _fmt's three digits under that, so a
+    fleet of seconds does not read "0.0 GPU-hours = $0.0846" (a single request on the demo
+    fleet: 0.0137 GPU-hours)."""
+    return f"{hours:,.1f}" if hours >= 1 else _fmt(hours)
+
+
 def _duration(seconds: float) -> str:
-    """A replayed span as a reader takes it in: 57.5 min, 6.2 h, 7.0 days."""
+    """A replayed span as a reader takes it in: 4.1 s, 57.5 min, 6.2 h, 7.0 days (a single
+    request's span read "0.1 min")."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
     if seconds < 2 * 3600:
         return f"{seconds / 60:,.1f} min"
     if seconds < 2 * 86400:

@@ -45,12 +45,20 @@ def test_a_trace_of_one_token_answers_has_no_tpot_and_still_summarises():
     assert "TPOT none (one-token answers only);" in line and "$12.50 per 1M output tokens" in line
 
 
-@pytest.mark.parametrize(("span_s", "said"), [(3450.0, "over 57.5 min,"), (6 * 3600.0, "over 6.0 h,"),
+@pytest.mark.parametrize(("span_s", "said"), [(4.13, "over 4.1 s,"), (3450.0, "over 57.5 min,"), (6 * 3600.0, "over 6.0 h,"),
                                                (7 * 86400.0, "over 7.0 days,")])
 def test_a_summary_line_says_the_span_its_dollars_are_over(span_s, said):
     """"$142.81 the fleet cost" over what? The replayed span (it was not said anywhere)."""
     [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(span_s=pl.lit(span_s)))
     assert f"3 requests {said}" in line
+
+
+@pytest.mark.parametrize(("gpu_hours", "said"), [(0.01375, "0.0138 GPU-hours = $1.00"),
+                                                 (11.52, "11.5 GPU-hours = $1.00")])
+def test_a_fleet_of_seconds_does_not_read_zero_gpu_hours(gpu_hours, said):
+    """A single request on the demo fleet (12 GPUs for 4 s) read "0.0 GPU-hours = $0.0846"."""
+    [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(gpu_hours=pl.lit(gpu_hours)))
+    assert said in line
 
 
 def test_tpot_percentiles_are_in_milliseconds():
