@@ -277,16 +277,24 @@ HEADLINE_COLUMNS = {
 }
 
 
+def _owning_stage(stage_breakdown: pl.DataFrame) -> dict:
+    """The stage of all shapes that holds the most attributed dollars (decode on a tie): the
+    headline said "Decode owns 0% of attributed GPU spend" of a log of one-token answers, all
+    prefill, and "Decode owns 45%" of a burst whose prefill held 55%."""
+    return (stage_breakdown.filter(pl.col("shape") == "all")
+            .sort(["pct_spend", "stage"], descending=[True, False]).row(0, named=True))
+
+
 def headline_facts(t: ReportTables) -> list[Fact]:
     """The headline's sentences, each number traceable to the named table row."""
-    decode = t.stage_breakdown.filter((pl.col("shape") == "all") & (pl.col("stage") == "decode")).row(0, named=True)
+    owner = _owning_stage(t.stage_breakdown)
     top = t.shape_spend.sort("rank")
     top3 = top.head(3).row(-1, named=True)
     first = top.row(0, named=True)
     fleet = t.fleet_summary.filter(pl.col("trace") == "all").row(0, named=True)
     facts = [
-        Fact(f"Decode owns {decode['pct_spend']:.0f}% of attributed GPU spend",
-             "stage_breakdown: shape = 'all', stage = 'decode', pct_spend"),
+        Fact(f"{owner['stage'].capitalize()} owns {owner['pct_spend']:.0f}% of attributed GPU spend",
+             f"stage_breakdown: shape = 'all', stage = '{owner['stage']}', pct_spend"),
         # A sentence on spend names the stage that holds the shape's dollars and what cuts them
         # (cost_stage, cost_lever), not the stage that holds most of its latency (dominant_stage).
         Fact(f"the top {top3['rank']} of {top.height} request shapes are {top3['cum_pct_spend']:.0f}% of it, "

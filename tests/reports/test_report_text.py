@@ -268,6 +268,20 @@ def test_without_a_lever_the_headline_is_where_the_money_goes():
     assert text.startswith("Decode owns 80% of attributed GPU spend;") and text.endswith("the fleet cost.")
 
 
+@pytest.mark.parametrize(("prefill", "decode", "said"), [(100.0, 0.0, "Prefill owns 100%"),
+                                                           (55.0, 45.0, "Prefill owns 55%"),
+                                                           (20.0, 80.0, "Decode owns 80%")])
+def test_the_headline_names_the_stage_that_owns_most_of_the_spend(prefill, decode, said):
+    """A log of one-token answers (all prefill) read "Decode owns 0% of attributed GPU spend",
+    and a burst of long prompts "Decode owns 45%": the headline names where the money goes."""
+    stages = pl.DataFrame({"shape": ["all"] * 4, "stage": ["queue", "prefill", "decode", "network"],
+                           "pct_spend": [0.0, prefill, decode, 0.0]})
+    tables = dataclasses.replace(_tables(_what_if(-8.0, 0.0)), stage_breakdown=stages)
+    [first, *_] = headline_facts(tables)
+    assert first.text == f"{said} of attributed GPU spend"
+    assert first.source == f"stage_breakdown: shape = 'all', stage = '{said.split()[0].lower()}', pct_spend"
+
+
 def test_the_what_if_table_lists_the_scenarios_by_daily_saving():
     """The report's and the summary's what-if table: the largest saving first, skipped scenarios
     under it with their reason, not as rows."""
