@@ -115,10 +115,13 @@ def timeline_chart(timeline: pl.DataFrame, max_points: int = 600) -> alt.VConcat
     data = (timeline.with_columns(minute=(pl.col("minute_s") // (60 * width)) * width)
             .group_by("trace", "minute").agg(pl.col("utilization", "sequences", "kv_use", "queued").mean())
             .sort("trace", "minute"))
+    # a trace of one point (a log under a minute: one request, a burst) draws no line, so its
+    # panels were empty: then every line shows its points
+    points = bool(data.height) and data.group_by("trace").len()["len"].min() == 1
     panels = [("utilization", "busy share", ".0%"), ("sequences", "sequences running", ",.0f"),
               ("kv_use", "KV-cache use", ".0%"), ("queued", "requests queued", ",.0f")]
     return alt.vconcat(*[
-        alt.Chart(data).mark_line().encode(
+        alt.Chart(data).mark_line(point=points).encode(
             x=alt.X("minute:Q", title=(f"minute of the trace ({width}-minute means)" if width > 1 else
                                        "minute of the trace") if i == len(panels) - 1 else None),
             y=alt.Y(f"{column}:Q", title=title, axis=alt.Axis(format=fmt)),

@@ -31,6 +31,21 @@ def test_a_week_of_minutes_is_bucketed_for_the_timeline():
     assert "17-minute means" in str(spec)
 
 
+def _marks(spec: dict) -> list:
+    return [panel["mark"] for panel in spec["vconcat"]]
+
+
+def test_a_trace_under_a_minute_is_drawn_as_points():
+    """A single request's log (one minute bin) drew four empty panels: a line of one point is
+    not drawn. Its points are; a trace of many minutes keeps plain lines."""
+    one = pl.DataFrame({"trace": ["t"], "minute_s": [0.0], "utilization": [0.3], "sequences": [1.0],
+                        "kv_use": [0.001], "queued": [0.0]})
+    assert all(mark == {"type": "line", "point": True} for mark in _marks(timeline_chart(one).to_dict()))
+    two = one.with_columns(minute_s=pl.lit(60.0))
+    assert all(mark in ("line", {"type": "line", "point": False})
+               for mark in _marks(timeline_chart(pl.concat([one, two])).to_dict()))
+
+
 def test_an_hour_is_drawn_minute_by_minute():
     hour = pl.DataFrame({"trace": ["t"] * 60, "minute_s": np.arange(60) * 60.0,
                          "utilization": np.full(60, 0.5), "sequences": np.full(60, 1.0),
