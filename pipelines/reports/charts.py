@@ -118,8 +118,10 @@ def timeline_chart(timeline: pl.DataFrame, max_points: int = 600) -> alt.VConcat
     # a trace of one point (a log under a minute: one request, a burst) draws no line, so its
     # panels were empty: then every line shows its points
     points = bool(data.height) and data.group_by("trace").len()["len"].min() == 1
-    panels = [("utilization", "busy share", ".0%"), ("sequences", "sequences running", ",.0f"),
-              ("kv_use", "KV-cache use", ".0%"), ("queued", "requests queued", ",.0f")]
+    # up to two decimals, trimmed: a small fleet's ticks (KV use under 0.2%, 0.5 sequences) read
+    # "0%, 0%, 0%, 0%" and "0, 1, 1" with whole-number formats
+    panels = [("utilization", "busy share", ".0%"), ("sequences", "sequences running", ",.2~f"),
+              ("kv_use", "KV-cache use", ".2~%"), ("queued", "requests queued", ",.2~f")]
     return alt.vconcat(*[
         alt.Chart(data).mark_line(point=points).encode(
             x=alt.X("minute:Q", title=(f"minute of the trace ({width}-minute means)" if width > 1 else

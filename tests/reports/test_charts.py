@@ -46,6 +46,15 @@ def test_a_trace_under_a_minute_is_drawn_as_points():
                for mark in _marks(timeline_chart(pl.concat([one, two])).to_dict()))
 
 
+def test_a_small_fleets_axes_read_distinct_ticks():
+    """A single request (KV use 0.119%, one sequence) read "0%" on each of five KV-use ticks and
+    "0, 1, 1" on the sequences axis: whole-number formats on fractions."""
+    one = pl.DataFrame({"trace": ["t"], "minute_s": [0.0], "utilization": [0.3], "sequences": [1.0],
+                        "kv_use": [0.00119], "queued": [0.0]})
+    formats = [panel["encoding"]["y"]["axis"]["format"] for panel in timeline_chart(one).to_dict()["vconcat"]]
+    assert formats == [".0%", ",.2~f", ".2~%", ",.2~f"]
+
+
 def test_an_hour_is_drawn_minute_by_minute():
     hour = pl.DataFrame({"trace": ["t"] * 60, "minute_s": np.arange(60) * 60.0,
                          "utilization": np.full(60, 0.5), "sequences": np.full(60, 1.0),
