@@ -39,13 +39,13 @@ from pipelines.reports.text import (
     STAGES_NOTE,
     SUMMARY_LINE_COLUMNS,
     WHAT_IF_COLUMNS,
-    WHAT_IF_NOTE,
     ReportTables,
     chargeback_note,
     other_model_lines,
     headline,
     markdown_table,
     summary_lines,
+    what_if_note,
     what_if_scenarios,
     with_baseline_row,
 )
@@ -307,7 +307,7 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print("\n== What-if replays (all shapes) ==")
     scenarios, skipped = what_if_scenarios(tables.what_if)
     print(markdown_table(with_baseline_row(scenarios), WHAT_IFS_SHOWN))
-    print(WHAT_IF_NOTE)
+    print(what_if_note(tables.what_if, tables.fleet_summary))
     if skipped:
         print(f"{SKIPPED_INTRO}\n" + "\n".join(f"- {line}" for line in skipped))
     _print_chargeback(tables)

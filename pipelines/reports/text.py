@@ -234,6 +234,25 @@ WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay
                 "change of what the fleet costs (busy + idle) per day: the bill's change, GPUs × "
                 "price, which a lever on the same GPUs does not move. Per-shape deltas are in the "
                 "`what_if` table.")
+
+
+def what_if_note(what_if: pl.DataFrame, fleet_summary: pl.DataFrame) -> str:
+    """WHAT_IF_NOTE, and where a scenario's Δ spend % and its Δ $/day as a share of the
+    baseline's busy dollars a day (the headline's %) differ by a point or more (traces of unequal
+    spans), why: a 2-minute trace beside a 3-hour one read "tp2-fp8 ... -42.71" under
+    Δ spend % and "(-5%)" in the headline, and "prefix-cache | -0.468 | 13.64", with no word."""
+    rows = what_if.filter((pl.col("shape") == "all") & pl.col("skipped").is_null()
+                          & (pl.col("baseline_usd_per_day") > 0))
+    daily = 100 * rows["delta_usd_per_day"] / rows["baseline_usd_per_day"]
+    if not ((rows["delta_pct"] - daily).abs() >= 1).any():
+        return WHAT_IF_NOTE
+    return (WHAT_IF_NOTE + f" The traces' spans differ ({_spans(fleet_summary)}): Δ spend % is of"
+            " the replays' busy dollars, in which a trace weighs by its whole span, Δ $/day"
+            " scales each trace to a day, in which a short busy one weighs most, so the two can"
+            " disagree, in sign too; the headline's % is Δ $/day's share of the baseline's busy"
+            " dollars a day.")
+
+
 SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
 
 
@@ -475,7 +494,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("table", overall, STAGE_COLUMNS),
         ("p", "Queue and network time hold no GPU: GPU time and dollars split into prefill and decode."),
         ("h2", "What would cut it: what-if replays"),
-        ("p", WHAT_IF_NOTE),
+        ("p", what_if_note(t.what_if, t.fleet_summary)),
         ("chart", "what_if"),
         ("table", with_baseline_row(scenarios), WHAT_IF_COLUMNS),
         *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),

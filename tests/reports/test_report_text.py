@@ -22,6 +22,7 @@ from pipelines.reports.text import (
     summary_lines,
     unserved_sentence,
     table_rows,
+    what_if_note,
     what_if_scenarios,
     with_baseline_row,
 )
@@ -314,6 +315,19 @@ def test_the_requests_set_aside_are_one_sentence_and_none_says_nothing():
         " deployment cannot serve them (e.g. a:1005, which has 5019 tokens); every figure of this"
         " report leaves them out (`unserved_requests`).")
     assert unserved_sentence([]) is None
+
+
+def test_the_what_if_note_says_why_delta_pct_and_the_headlines_pct_differ():
+    """A 2-minute trace beside a 3-hour one: tp2-fp8 read -42.71 under Δ spend % and -5% in the
+    headline, with no word on why; one span (or spans that do not move the %) adds nothing."""
+    tables = _tables(_what_if(-8.0, 0.0))
+    assert what_if_note(tables.what_if, tables.fleet_summary) == WHAT_IF_NOTE
+    fleet = pl.DataFrame({"trace": ["short", "long", "all"], "span_s": [126.0, 10_768.0, 10_768.0]})
+    apart = tables.what_if.with_columns(baseline_usd_per_day=pl.lit(19_200.0))  # -1% a day vs -8%
+    note = what_if_note(apart, fleet)
+    assert note.startswith(WHAT_IF_NOTE) and "The traces' spans differ (2.1 min–3.0 h)" in note
+    assert "the headline's % is Δ $/day's share of the baseline's busy dollars a day" in note
+    assert "(-1%)" in headline(dataclasses.replace(tables, what_if=apart))
 
 
 def test_the_what_if_note_says_a_scenario_replays_the_baselines_requests_not_whole_traces():
