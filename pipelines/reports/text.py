@@ -370,6 +370,13 @@ def _product_change(best: dict) -> list[tuple[str, str]]:
     return parts
 
 
+def _before_after(before: float, after: float) -> str:
+    """"1.56 → 0.50": two decimals, or up to four where two read the same, so a small fleet's
+    p95 TTFT that the lever cuts from 0.0688 to 0.0652 s does not read "0.07 → 0.07"."""
+    decimals = next((d for d in (2, 3, 4) if f"{before:.{d}f}" != f"{after:.{d}f}"), 2)
+    return f"{before:.{decimals}f} → {after:.{decimals}f}"
+
+
 def _lever_fact(best: dict, spans: str) -> Fact:
     """The best lever: the busy-GPU dollars it frees per day, and the traffic that day is scaled
     from (`spans`: an hour's log makes a day's figure), as a share of the baseline's busy dollars a
@@ -392,7 +399,7 @@ def _lever_fact(best: dict, spans: str) -> Fact:
         f"({best['change']}{''.join(f'; {text}' for text, _ in changes)}), "
         f"would cut busy-GPU spend by ${_dollars(-best['delta_usd_per_day'])}/day ({pct_text}) "
         f"scaled from {spans} of traffic, "
-        f"p95 TTFT {best['baseline_p95_ttft_s']:.2f} → {best['p95_ttft_s']:.2f} s; what the fleet costs "
+        f"p95 TTFT {_before_after(best['baseline_p95_ttft_s'], best['p95_ttft_s'])} s; what the fleet costs "
         f"(busy + idle) changes by {bill_text}/day"
         + ("" if resized else ": a fleet of fixed size saves busy dollars only once it is resized"),
         f"what_if: scenario = '{best['scenario']}', shape = 'all', delta_usd_per_day,"

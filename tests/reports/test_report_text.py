@@ -317,6 +317,15 @@ def test_the_requests_set_aside_are_one_sentence_and_none_says_nothing():
     assert unserved_sentence([]) is None
 
 
+@pytest.mark.parametrize(("before", "after", "said"), [(1.5, 1.0, "p95 TTFT 1.50 → 1.00 s"),
+                                                       (0.0688, 0.0652, "p95 TTFT 0.069 → 0.065 s"),
+                                                       (0.05, 0.05, "p95 TTFT 0.05 → 0.05 s")])
+def test_the_headlines_ttft_shows_the_change_it_names(before, after, said):
+    """A single request's best lever cut p95 TTFT from 0.0688 to 0.0652 s: it read "0.07 → 0.07 s"."""
+    what_if = _what_if(-8.0, 0.0).with_columns(baseline_p95_ttft_s=pl.lit(before), p95_ttft_s=pl.lit(after))
+    assert f"{said};" in headline(_tables(what_if))
+
+
 def test_the_what_if_note_says_why_delta_pct_and_the_headlines_pct_differ():
     """A 2-minute trace beside a 3-hour one: tp2-fp8 read -42.71 under Δ spend % and -5% in the
     headline, with no word on why; one span (or spans that do not move the %) adds nothing."""
