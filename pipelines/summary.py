@@ -32,6 +32,7 @@ from pipelines.reports.text import (
     BASELINE_ROW_COLUMNS,
     CHARGEBACK_COLUMNS,
     HEADLINE_COLUMNS,
+    NO_WHAT_IF,
     REPORT_TABLES,
     SHAPE_COLUMNS,
     SKIPPED_INTRO,
@@ -306,8 +307,11 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print(STAGES_NOTE + SPEND_NOTE)   # the summary's table has no `bound` column
     print("\n== What-if replays (all shapes) ==")
     scenarios, skipped = what_if_scenarios(tables.what_if)
-    print(markdown_table(with_baseline_row(scenarios), WHAT_IFS_SHOWN))
-    print(what_if_note(tables.what_if, tables.fleet_summary))
+    if scenarios.height:
+        print(markdown_table(with_baseline_row(scenarios), WHAT_IFS_SHOWN))
+        print(what_if_note(tables.what_if, tables.fleet_summary))
+    else:
+        print(NO_WHAT_IF)
     if skipped:
         print(f"{SKIPPED_INTRO}\n" + "\n".join(f"- {line}" for line in skipped))
     _print_chargeback(tables)

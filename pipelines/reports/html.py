@@ -58,11 +58,15 @@ def report_html(t: ReportTables, deployment: str, specs: dict[str, dict],
     charts.save_chart saved it); `caveats`, `unserved`, `other_models` and `copies` as in
     text.report_blocks."""
     vl_version = "v" + "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies)
+    # only the charts the report shows (no what-if chart where no scenario was replayed)
+    shown = {b[1] for b in blocks if b[0] == "chart"}
     # A spec is JSON inside <script>: "</" is escaped so no label can close the tag.
-    embedded = {stem: json.dumps(spec).replace("</", "<\\/") for stem, spec in specs.items()}
+    embedded = {stem: json.dumps(spec).replace("</", "<\\/")
+                for stem, spec in specs.items() if stem in shown}
     embed = "\n".join(f"vegaEmbed('#chart-{stem}', {spec}, {{renderer: 'svg', actions: false}})"
                       f".catch(console.error);" for stem, spec in embedded.items())
-    body = "\n".join(_block(b) for b in report_blocks(t, deployment, caveats, unserved, other_models, copies))
+    body = "\n".join(_block(b) for b in blocks)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<title>fleetspend report</title>"

@@ -253,6 +253,8 @@ def what_if_note(what_if: pl.DataFrame, fleet_summary: pl.DataFrame) -> str:
             " dollars a day.")
 
 
+NO_WHAT_IF = ("No what-if scenario was replayed, so there is no what-if table or chart"
+              " (`data/reference/scenarios.csv`).")
 SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
 
 
@@ -501,9 +503,11 @@ def report_blocks(t: ReportTables, deployment: str,
         ("table", overall, STAGE_COLUMNS),
         ("p", "Queue and network time hold no GPU: GPU time and dollars split into prefill and decode."),
         ("h2", "What would cut it: what-if replays"),
-        ("p", what_if_note(t.what_if, t.fleet_summary)),
-        ("chart", "what_if"),
-        ("table", with_baseline_row(scenarios), WHAT_IF_COLUMNS),
+        # every scenario skipped (one GPU, a tp that splits nothing): an empty chart and a table
+        # of headers alone said nothing
+        *([("p", what_if_note(t.what_if, t.fleet_summary)), ("chart", "what_if"),
+           ("table", with_baseline_row(scenarios), WHAT_IF_COLUMNS)] if scenarios.height else
+          [("p", NO_WHAT_IF)]),
         *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),
            ("ul", what_if_caveats)] if what_if_caveats else []),
         *([("p", SKIPPED_INTRO), ("ul", skipped)] if skipped else []),

@@ -7,9 +7,13 @@ import dataclasses
 import polars as pl
 import pytest
 
+from pipelines.reports import html as html_module
 from pipelines.reports.text import (
     CHARGEBACK_COLUMNS,
+    CHARTS,
+    NO_WHAT_IF,
     SHAPE_COLUMNS,
+    SKIPPED_INTRO,
     WHAT_IF_COLUMNS,
     WHAT_IF_NOTE,
     ReportTables,
@@ -442,6 +446,29 @@ def test_the_report_says_a_log_counted_twice_before_its_dollar_figures():
     assert named < next(i for i, text in enumerate(texts) if "$" in text)
     plain = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "d")
     assert not any(isinstance(b[1], str) and "more than once" in b[1] for b in plain)
+
+
+def test_a_report_whose_every_scenario_was_skipped_says_so_instead_of_an_empty_table():
+    """Every scenario skipped (a tp that splits nothing, fp4 on an MI300X): the report showed an
+    empty what-if chart, a table of headers alone under "Each scenario ... is a full replay", and
+    report.html embedded the empty chart; now one sentence, then the skipped list."""
+    skipped = _what_if(-8.0, 0.0).with_columns(skipped=pl.lit("tp=3 cannot split it"),
+                                               delta_usd_per_day=pl.lit(None, pl.Float64))
+    blocks = report_blocks(_report_tables(skipped), "d")
+    assert ("chart", "what_if") not in blocks
+    assert not any(b[0] == "table" and b[2] is WHAT_IF_COLUMNS for b in blocks)
+    texts = [b[1] for b in blocks if b[0] == "p"]
+    assert texts.index(NO_WHAT_IF) + 1 == texts.index(SKIPPED_INTRO) and WHAT_IF_NOTE not in texts
+    assert ("chart", "what_if") in report_blocks(_report_tables(_what_if(-8.0, 0.0)), "d")
+
+
+def test_report_html_embeds_only_the_charts_it_shows(monkeypatch):
+    """A chart the report leaves out (the what-if chart where no scenario was replayed) is not
+    embedded either: vegaEmbed of a missing element only logs an error in the page."""
+    monkeypatch.setattr(html_module, "report_blocks", lambda *args: [("chart", "pareto")])
+    page = html_module.report_html(_report_tables(_what_if(-8.0, 0.0)), "d",
+                                   {stem: {"mark": "point"} for stem in CHARTS})
+    assert "vegaEmbed('#chart-pareto'" in page and "chart-what_if" not in page
 
 
 def test_the_two_dollars_per_million_output_tokens_say_their_bases():
