@@ -156,8 +156,11 @@ def main(top: int = 10) -> int:
     warehouse, a file that is not one, or one without a table or column the summary reads."""
     path = settings.warehouse_path()
     if not path.exists():
-        print(f"fleetspend: no warehouse at {path}{_where_from()}; run `make demo` first",
-              file=sys.stderr)
+        # a first run of one's own logs that failed (every request longer than the model's
+        # context) publishes nothing: "run `make demo` first" sent its operator to the demo
+        print(f"fleetspend: no warehouse at {path}{_where_from()}: no run has published one"
+              f" there yet (a run that fails publishes nothing: its log says why); run the"
+              f" pipeline first (`make demo`, or your nightly job)", file=sys.stderr)
         return 1
     try:
         with duckdb.connect(str(path), read_only=True) as conn:

@@ -116,7 +116,8 @@ def test_summary_without_the_warehouse_setting_says_it_is_not_set(tmp_path, monk
     assert capsys.readouterr().err == (
         f"fleetspend: no warehouse at {tmp_path / 'data' / 'warehouse' / 'fleetspend.duckdb'}"
         f" (FLEETSPEND_WAREHOUSE is not set; set it as your runs do to summarize their"
-        f" warehouse); run `make demo` first\n")
+        f" warehouse): no run has published one there yet (a run that fails publishes nothing:"
+        f" its log says why); run the pipeline first (`make demo`, or your nightly job)\n")
 
 
 def test_summary_of_a_file_that_is_not_a_warehouse_names_it(tmp_path):
