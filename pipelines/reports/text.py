@@ -392,8 +392,9 @@ def _lever_fact(best: dict, spans: str) -> Fact:
     # in the busy saving's digits: a small fleet's -$0.30 is -$0.30, not +$0 (0 and -0.0 are +$0)
     bill_text = f"{'-' if bill < 0 else '+'}${_dollars(abs(bill))}"
     pct = 100 * best["delta_usd_per_day"] / best["baseline_usd_per_day"]
-    # -0.3 is -0.3%, not -0%; -0.00004 is -0.00004%, not -4e-05%
-    pct_text = (f"{pct:+.0f}%" if abs(pct) >= 0.5 else np.format_float_positional(
+    # -0.3 is -0.3%, not -0%; -0.5 is -0.5%, not -0% (half to even rounds it to 0); -0.00004 is
+    # -0.00004%, not -4e-05%
+    pct_text = (f"{pct:+.0f}%" if abs(round(pct)) >= 1 else np.format_float_positional(
         pct, precision=2, unique=False, fractional=False, trim="-", sign=True) + "%")
     changes = _product_change(best)
     return Fact(

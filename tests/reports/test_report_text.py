@@ -157,6 +157,9 @@ def test_a_cut_under_half_a_percent_keeps_its_size_not_minus_zero():
     """A lever that cuts busy spend by 0.3% printed "(-0%)"."""
     [*_, lever] = headline_facts(_tables(_what_if(-0.3, 0.0)))
     assert "(-0.3%)" in lever.text and "-0%" not in lever.text
+    # half a percent rounds half to even, to 0: it printed "(-0%)" too
+    [*_, lever] = headline_facts(_tables(_what_if(-0.5, 0.0)))
+    assert "(-0.5%)" in lever.text and "-0%" not in lever.text
 
 
 def test_a_tiny_cut_is_written_out_not_in_scientific_notation():
