@@ -876,6 +876,13 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                     f" that the GPU has no tensor throughput for, on a GPU with a bf16 peak"
                     f" to compute them at")
         families = frames["gpu_efficiency"]["family"].to_list()
+        if gpu_row["family"] not in families:
+            # else only a deployment on it said so, and a what-if swap to it was a note, skipped
+            raise CatalogError(
+                f"family of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
+                f" {gpu_row['family']!r}: expected a family of"
+                f" {directory / 'gpu_efficiency.csv'} ({', '.join(sorted(set(families)))}), whose"
+                f" row holds its efficiency factors")
         if gpu_row.get("allreduce_family") and gpu_row["allreduce_family"] not in families:
             raise CatalogError(
                 f"allreduce_family of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"

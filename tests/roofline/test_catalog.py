@@ -915,3 +915,15 @@ def test_a_logs_model_name_takes_the_catalog_model_of_most_words_and_none_on_a_t
     assert catalog.model_named("togethercomputer/LLaMA-2-7B-32K") == "llama-2-7b-32k"
     assert catalog.model_named("meta-llama/Llama-2-7b-chat-hf") == "llama-2-7b"
     assert catalog.model_named("Llama-2-70b-chat-hf with draft Llama-2-7b-chat-hf") is None
+
+
+@pytest.mark.parametrize("gpu", ["a10", "mi300x"], ids=["used", "only-in-a-scenario-or-unused"])
+def test_a_gpu_family_must_be_a_family_of_the_efficiency_file(copied, gpu):
+    """A GPU whose family has no gpu_efficiency.csv row (a capitalised 'CDNA3') has no factors:
+    only a deployment on it was refused, while a what-if swap to it was a preflight note and
+    skipped, and an unused row passed; it is a row of the catalog, refused as allreduce_family is."""
+    _set_gpu_cell(copied, gpu, "family", "CDNA3")
+    with pytest.raises(CatalogError, match=rf"family of {gpu} in .*gpus.csv is 'CDNA3': expected"
+                                           r" a family of .*gpu_efficiency.csv \(ada, ampere,"
+                                           r" blackwell, cdna3, hopper\)"):
+        load_catalog(copied)
