@@ -151,8 +151,15 @@ NUMBER_RANGES = {
         "net_bandwidth_bytes_per_s": POSITIVE,
     },
 }
-# Number columns that may not exceed another of the same row: (column, its upper bound).
-AT_MOST = {"models": (("experts_per_token", "experts"), ("active_params_b", "total_params_b"))}
+# Number columns that may not exceed another of the same row: (column, its upper bound, why).
+# The driver's GiB are never more than the marketed GB (decimal GB, or GiB sold as GB: the
+# A100's 80): a memory_gib above it is nvidia-smi's MiB (or bytes) pasted unconverted, which
+# sized a KV cache a thousand times too large without a word.
+AT_MOST = {
+    "models": (("experts_per_token", "experts", ""), ("active_params_b", "total_params_b", "")),
+    "gpus": (("memory_gib", "memory_gb", ": the total the driver reports in GiB (nvidia-smi's"
+              " memory.total MiB / 1024), never more than the marketed GB"),),
+}
 # Columns that hold true / false.
 # (models' tied_embeddings is optional: false where absent or empty)
 BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",), "prices": ("is_default",),
@@ -839,8 +846,8 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
             # a column's type is its rule's, not what its values happen to look like: an
             # overhead written 0 everywhere is still a float column in the warehouse
             frame = frame.with_columns(pl.col(column).cast(pl.Int64 if rule.whole else pl.Float64))
-        for column, bound in AT_MOST.get(table, ()):
-            _reject_values(frame, column, file, f"at most the row's {bound}",
+        for column, bound, why in AT_MOST.get(table, ()):
+            _reject_values(frame, column, file, f"at most the row's {bound}{why}",
                            frame[column] > frame[bound])
         if table == "models":
             _check_expert_split(frame, file)

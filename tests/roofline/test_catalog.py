@@ -445,6 +445,9 @@ def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copie
                                                          " total_params_b"),
     ("gpus", "h100-sxm", "hbm_bandwidth_gbs", "0", "0: expected a number > 0"),
     ("gpus", "h100-sxm", "memory_gib", "nan", "nan: expected a number > 0"),
+    # nvidia-smi's 81559 MiB pasted as GiB: a KV cache ~1000 times too large, accepted before
+    ("gpus", "h100-sxm", "memory_gib", "81559", "81559.0: expected at most the row's memory_gb:"
+                                                 r" the total the driver reports in GiB \(nvidia-smi"),
     ("gpus", "h100-sxm", "fp8_tflops", "-1978.9", "-1978.9: expected a number > 0"),
     ("gpus", "l4", "interconnect_gbs", "inf", "inf: expected a number > 0"),
     ("gpu_efficiency", "hopper", "allreduce_bus_efficiency", "1.2",
