@@ -620,6 +620,11 @@ def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:
     missing = [c for c in SHAPE_BUCKET_COLUMNS if c not in buckets.columns]
     if missing:
         raise CatalogError(f"shape bucket file {file} lacks column(s) {missing}")
+    unsourced = buckets.filter(pl.col("source").is_null())
+    if unsourced.height:   # the README's rule for every reference file, unchecked here before
+        raise CatalogError(f"shape bucket file {file}, {unsourced['dimension'][0]} bucket"
+                           f" {unsourced['label'][0]!r}: source is empty: expected where its edges"
+                           f" come from, or that they are a choice (see data/reference/README.md)")
     for dimension in SHAPE_DIMENSIONS:
         rows = buckets.filter(pl.col("dimension") == dimension).sort("lower")
         problem = _bucket_problem(rows)
@@ -748,8 +753,11 @@ def as_meant(frame: pl.DataFrame) -> pl.DataFrame:
     """A reference CSV as its author meant it, whatever the spreadsheet that saved it added: a
     value saved quoted empty ("") is empty, a row of empty cells (a cleared row, ",,,,") is no
     row, and a column with neither a name nor a value (trailing ",,") is no column; they would
-    otherwise be checked as values, or reach the warehouse tables."""
-    frame = drop_unnamed_empty_columns(frame.with_columns(pl.col(pl.String).replace("", None)))
+    otherwise be checked as values, or reach the warehouse tables. A value of spaces alone is
+    empty too: a source of " " is no source."""
+    blank = pl.col(pl.String).str.strip_chars() == ""   # "" or spaces: no value either way
+    frame = drop_unnamed_empty_columns(frame.with_columns(
+        pl.when(~blank).then(pl.col(pl.String)).name.keep()))
     return frame.filter(~pl.all_horizontal(pl.all().is_null()))
 
 

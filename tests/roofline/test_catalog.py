@@ -930,3 +930,21 @@ def test_a_gpu_family_must_be_a_family_of_the_efficiency_file(copied, gpu):
                                            r" a family of .*gpu_efficiency.csv \(ada, ampere,"
                                            r" blackwell, cdna3, hopper\)"):
         load_catalog(copied)
+
+
+@pytest.mark.parametrize("source", ["", "   "], ids=["empty", "spaces"])
+def test_a_shape_bucket_without_a_source_is_named(tmp_path, source):
+    """Every reference file's source is never empty (data/reference/README.md); the shape
+    buckets' was not checked, and a bucket with none loaded into the warehouse."""
+    (tmp_path / "shape_buckets.csv").write_text(
+        BUCKETS.replace("output,64,,long answer,s", f"output,64,,long answer,{source}"))
+    with pytest.raises(CatalogError, match=r"shape bucket file .*shape_buckets.csv, output bucket"
+                                           r" 'long answer': source is empty"):
+        load_shape_buckets(tmp_path)
+
+
+def test_a_source_of_spaces_is_empty(copied):
+    """A source of spaces alone (a spreadsheet's cleared cell) passed as a source."""
+    _set(copied, "gpus", "l4", "source", "   ")
+    with pytest.raises(CatalogError, match=r"gpus.csv, row 'l4': source is empty: expected a value"):
+        load_catalog(copied)
