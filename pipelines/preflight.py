@@ -118,7 +118,7 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
     except CatalogError as exc:
         yield f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {exc}"
         return
-    notes += catalog.absent_columns()
+    notes += catalog.absent_columns() + catalog.empty_values()
     names = set(catalog.deployment_names)
     for name in catalog.deployment_names:
         try:
@@ -163,8 +163,9 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
 def preflight(warehouse: Path, reference_dir: Path, choices: RunChoices, *,
               reports_dir: Path | None = None, trace_dir: Path | None = None) -> list[str]:
     """Raise ConfigurationError listing every problem, or return the notes: optional catalog
-    columns the physics reads that the files lack (Catalog.absent_columns), and what-if
-    scenarios the replay will skip because they cannot apply to its deployment."""
+    columns the physics reads that the files lack (Catalog.absent_columns) or a row leaves
+    empty (Catalog.empty_values), and what-if scenarios the replay will skip because they
+    cannot apply to its deployment."""
     notes: list[str] = []
     problems = [*choices.problems, *_folder_problems(warehouse, reports_dir, trace_dir)]
     problems += list(_catalog_problems(reference_dir, choices, notes))

@@ -164,6 +164,11 @@ AT_MOST = {
 # (models' tied_embeddings is optional: false where absent or empty)
 BOOLEAN_COLUMNS = {"deployments": ("chunked_prefill",), "prices": ("is_default",),
                    "models": ("tied_embeddings",)}
+# What a model without a vocab_size is taken as (deployment.vocab_params): a new row left
+# without it changed Qwen2.5-7B's bf16 prefill on an H20 by 16% and its decode step by 6%.
+VOCAB_UNKNOWN = ("its embedding table and LM head are taken as transformer-block weights: held"
+                 " and read at the weight dtype, the embedding table read and multiplied at every"
+                 " step (docs/physics.md section 2)")
 # Optional columns the physics reads, which a catalog copied from an older release lacks: it
 # loads, but models or checks less. Table -> column -> what its absence means, for the preflight
 # to say (Catalog.absent_columns).
@@ -177,8 +182,12 @@ ABSENT_COLUMN_MEANS = {
         "tied_embeddings": "every model is taken as untied (one whose config.json sets"
                            " tie_word_embeddings, as Llama-3.2-1B, is modelled with an embedding"
                            " table it does not have)",
+        "vocab_size": f"for every model {VOCAB_UNKNOWN}",
     },
 }
+# Optional values the physics reads, left empty in a row: table -> column -> what it means for
+# that row, for the preflight to say (Catalog.empty_values).
+EMPTY_VALUE_MEANS = {"models": {"vocab_size": VOCAB_UNKNOWN}}
 PEAK_COLUMN = {"bf16": "bf16_tflops", "fp16": "bf16_tflops", "fp8": "fp8_tflops",
                "int8": "int8_tops", "fp4": "fp4_tflops"}
 
@@ -262,6 +271,19 @@ class Catalog:
         return [f"{self.file(table)} has no {column} column: {means}; data/reference/README.md"
                 f" says what it holds" for table, columns in ABSENT_COLUMN_MEANS.items()
                 for column, means in columns.items() if column not in getattr(self, table).columns]
+
+    def empty_values(self) -> list[str]:
+        """One line per row whose optional physics value (EMPTY_VALUE_MEANS) is empty, with what
+        that means: a new model row without its vocab_size is modelled otherwise, silently else."""
+        lines = []
+        for table, columns in EMPTY_VALUE_MEANS.items():
+            frame = getattr(self, table)
+            for column, means in columns.items():
+                if column in frame.columns:
+                    empty = frame.filter(pl.col(column).is_null())
+                    lines += [f"{self.file(table)}, row {key!r}: {column} is empty: {means}"
+                              for key in empty[KEY_COLUMNS[table][0]]]
+        return lines
 
     @property
     def deployment_names(self) -> list[str]:

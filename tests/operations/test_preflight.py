@@ -469,3 +469,32 @@ def test_the_launchpad_describes_every_run_config_field(tmp_path, op):
     assert fields and all(field.description for field in fields.values()), [
         name for name, field in fields.items() if not field.description]
     assert "least_outstanding, least_kv" in fields["router"].description
+
+
+def test_a_model_row_without_a_vocab_size_is_noted(tmp_path, monkeypatch, capsys):
+    """A model row added without its vocab_size ("a whole number when given") is modelled with
+    its embedding table and LM head as transformer-block weights (Qwen2.5-7B's bf16 prefill on
+    an H20 16% slower), and the preflight said 'configuration ok' and nothing more; a catalog
+    without the column said nothing either. Each is a note saying what it means."""
+    folder = Path(_reference(tmp_path))
+    models = pl.read_csv(folder / "models.csv")
+    models.with_columns(pl.when(pl.col("model") == "llama-3.1-8b").then(None)
+                        .otherwise(pl.col("vocab_size")).alias("vocab_size")
+                        ).write_csv(folder / "models.csv")
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(folder))
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and err == ""
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: {folder / 'models.csv'}, row 'llama-3.1-8b': vocab_size is empty:"
+                     f" its embedding table and LM head are taken as transformer-block weights:"
+                     f" held and read at the weight dtype, the embedding table read and"
+                     f" multiplied at every step (docs/physics.md section 2)"]
+    models.drop("vocab_size").write_csv(folder / "models.csv")
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert code == 0 and notes == [f"note: {folder / 'models.csv'} has no vocab_size column: for"
+                                   f" every model its embedding table and LM head are taken as"
+                                   f" transformer-block weights: held and read at the weight"
+                                   f" dtype, the embedding table read and multiplied at every"
+                                   f" step (docs/physics.md section 2); data/reference/README.md"
+                                   f" says what it holds"]
