@@ -948,3 +948,32 @@ def test_a_source_of_spaces_is_empty(copied):
     _set(copied, "gpus", "l4", "source", "   ")
     with pytest.raises(CatalogError, match=r"gpus.csv, row 'l4': source is empty: expected a value"):
         load_catalog(copied)
+
+
+def _readme_columns() -> dict[str, tuple[set[str], set[str]]]:
+    """data/reference/README.md's table of required and optional columns, by table."""
+    text = (DEFAULT_REFERENCE_DIR / "README.md").read_text()
+    found = {}
+    for file, required, optional in re.findall(r"^\| (\w+)\.csv \| ([^|]+) \| ([^|]+) \|$", text,
+                                               re.MULTILINE):
+        def names(cell: str) -> set[str]:
+            return set(re.findall(r"\w+", re.sub(r"\([^)]*\)|:.*", "", cell))) - {"none"}
+        found[file] = (names(required), names(optional))
+    return found
+
+
+def test_the_readme_says_which_columns_each_file_must_have():
+    """A user adding rows (or a catalog of their own) reads which columns are required from the
+    README: it must be what load_catalog, load_shape_buckets and load_scenarios require, and
+    name every column the shipped files have."""
+    from pipelines.reports.scenarios import COLUMNS as SCENARIO_COLUMNS
+    from pipelines.roofline.catalog import REQUIRED_COLUMNS, SHAPE_BUCKET_COLUMNS
+
+    documented = _readme_columns()
+    required = {**REQUIRED_COLUMNS, "scenarios": tuple(SCENARIO_COLUMNS),
+                "shape_buckets": SHAPE_BUCKET_COLUMNS}
+    assert {table: documented[table][0] for table in documented} == {
+        table: set(columns) for table, columns in required.items()}
+    for table, (must, may) in documented.items():
+        header = pl.read_csv(DEFAULT_REFERENCE_DIR / f"{table}.csv", n_rows=0).columns
+        assert must <= set(header) <= must | may, table
