@@ -578,8 +578,8 @@ def _check_memory_basis(gpu_row: dict, basis: str) -> None:
     and NCCL buffers (deployment.py, KV capacity); TensorRT-LLM runs on NVIDIA GPUs only
     (nvidia.github.io/TensorRT-LLM, supported hardware), so on another vendor's (gpus.csv
     `vendor`) it would size the KV cache of an engine that is not there."""
-    vendor = gpu_row.get("vendor")
-    if basis == "free" and vendor is not None and vendor != "NVIDIA":
+    vendor = gpu_row.get("vendor")   # spelt as a user writes it: "Nvidia", "NVIDIA Corporation"
+    if basis == "free" and vendor is not None and "nvidia" not in vendor.casefold():
         raise CatalogError(f"kv_memory_basis='free' on {gpu_row['gpu']}: the free-memory basis"
                            f" is TensorRT-LLM's, which runs on NVIDIA GPUs only, not {vendor}'s;"
                            f" expected kv_memory_basis='total' (vLLM's and SGLang's reading)")

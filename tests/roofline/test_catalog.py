@@ -188,6 +188,16 @@ def test_tensorrt_llms_memory_basis_is_refused_on_a_gpu_it_does_not_run_on(catal
     assert catalog.build(model="llama-3.1-70b", gpu="mi300x").scheduler.kv_memory_basis == "total"
 
 
+@pytest.mark.parametrize("vendor", ["Nvidia", "nvidia", "NVIDIA Corporation"])
+def test_tensorrt_llms_memory_basis_is_taken_on_an_nvidia_gpu_however_its_vendor_is_spelt(
+        copied, vendor):
+    """A gpus.csv row of vendor 'Nvidia' was refused the free basis as a GPU TensorRT-LLM does
+    not run on ('runs on NVIDIA GPUs only, not Nvidia's')."""
+    _set_gpu_cell(copied, "h100-sxm", "vendor", vendor)
+    d = load_catalog(copied).build(model="llama-3.1-8b", gpu="h100-sxm", kv_memory_basis="free")
+    assert d.scheduler.kv_memory_basis == "free"
+
+
 def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(copied):
     """kv_memory_basis is optional in deployments.csv (files written before it existed)."""
     pl.read_csv(copied / "deployments.csv").drop("kv_memory_basis").write_csv(
