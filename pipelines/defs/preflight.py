@@ -169,6 +169,17 @@ def check_run(warehouse: Path, run_config) -> list[str]:
                      reports_dir=settings.reports_dir(), trace_dir=settings.trace_dir())
 
 
+def replayed_on(run_config) -> str:
+    """Which deployment the traces replay on and what chose it: a FLEETSPEND_DEPLOYMENT
+    misspelt in a cron line replays every night on the demo fleet, which nothing before the
+    report's last lines named."""
+    source, name = run_choices(run_config).replay
+    if source.endswith("(default)"):
+        source = (f"the default: neither run config {REPLAY_OP}.deployment nor"
+                  f" FLEETSPEND_DEPLOYMENT names one")
+    return f"the traces replay on deployment {name} ({source})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-c", "--config", type=Path, help="run config YAML, as for dagster -c")
@@ -184,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         print(exc, file=sys.stderr)
         return 2
     print(f"configuration ok: warehouse {settings.warehouse_path()}, "
-          f"reference data {settings.reference_dir()}")
+          f"reference data {settings.reference_dir()}; {replayed_on(run_config)}")
     for note in notes:
         print(f"note: {note}")
     return 0

@@ -498,3 +498,24 @@ def test_a_model_row_without_a_vocab_size_is_noted(tmp_path, monkeypatch, capsys
                                    f" dtype, the embedding table read and multiplied at every"
                                    f" step (docs/physics.md section 2); data/reference/README.md"
                                    f" says what it holds"]
+
+
+def test_configuration_ok_names_the_deployment_replayed_and_what_chose_it(tmp_path, monkeypatch,
+                                                                         capsys):
+    """'configuration ok' named the warehouse and the catalog but not the fleet: a cron line
+    whose FLEETSPEND_DEPLOYMENT was misspelt (FLEETSPEND_DEPLOYMNET=my-fleet) replayed every night
+    on the demo fleet, and neither the preflight nor the summary said so."""
+    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT", raising=False)
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMNET", "seed-example")
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and ("; the traces replay on deployment azure-2023-70b-h100 (the default:"
+                          " neither run config replayed_fleet.deployment nor FLEETSPEND_DEPLOYMENT"
+                          " names one)") in out.splitlines()[0]
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-example")
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert out.splitlines()[0].endswith(
+        "; the traces replay on deployment seed-example (FLEETSPEND_DEPLOYMENT)")
+    code, out, _ = _command(tmp_path, monkeypatch, capsys,
+                            "ops:\n  replayed_fleet:\n    config:\n      deployment: azure-2023-70b-h100\n")
+    assert out.splitlines()[0].endswith(
+        "; the traces replay on deployment azure-2023-70b-h100 (replayed_fleet.deployment)")
