@@ -890,6 +890,10 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
                 _reject_values(frame, column, file, "true or false", ~text.is_in(["true", "false"]))
                 frame = frame.with_columns(text.eq("true").alias(column))
         frames[table] = frame
+    gpus = frames["gpus"]["gpu"]
+    _reject_values(frames["prices"], "gpu", directory / "prices.csv",
+                   f"a gpu of {directory / 'gpus.csv'} ({', '.join(sorted(gpus))})",
+                   ~frames["prices"]["gpu"].is_in(gpus.implode()))
     defaults = frames["prices"].group_by("gpu", maintain_order=True).agg(pl.col("is_default").sum())
     wrong = defaults.filter(pl.col("is_default") != 1)
     if wrong.height:

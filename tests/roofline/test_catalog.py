@@ -987,3 +987,16 @@ def test_the_readme_says_which_columns_each_file_must_have():
     for table, (must, may) in documented.items():
         header = pl.read_csv(DEFAULT_REFERENCE_DIR / f"{table}.csv", n_rows=0).columns
         assert must <= set(header) <= must | may, table
+
+
+@pytest.mark.parametrize("default", [False, True], ids=["other-plan", "its-own-default"])
+def test_a_price_of_a_gpu_gpus_csv_does_not_have_is_named(copied, default):
+    """A price row whose gpu is misspelt ('H100-SXM') was named as '0 default prices for
+    H100-SXM', or, when it was that name's one default, loaded without a word."""
+    prices = pl.read_csv(copied / "prices.csv")
+    row = prices.filter((pl.col("gpu") == "h100-sxm") & (pl.col("is_default") == default)).head(1)
+    prices.vstack(row.with_columns(gpu=pl.lit("H100-SXM"), provider=pl.lit("mine"))).write_csv(
+        copied / "prices.csv")
+    with pytest.raises(CatalogError, match=r"prices.csv, row 'H100-SXM / mine / [^']+':"
+                                           r" gpu='H100-SXM': expected a gpu of .*gpus.csv \(a10,"):
+        load_catalog(copied)
