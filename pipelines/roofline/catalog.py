@@ -368,9 +368,9 @@ class Catalog:
         gemm_dtype = _gemm_dtype(g, weights)
         if gemm_dtype is None:
             served = [d for d in DTYPE_BYTES if _gemm_dtype(g, d) is not None]
-            raise CatalogError(f"gpu {gpu!r} has no {weights} tensor throughput and no weight-only"
-                               f" {weights} kernel in {self.file('gpus')}; expected weights of"
-                               f" {', '.join(served)}")
+            raise CatalogError(f"weights={weights!r}: gpu {gpu!r} has no {weights} tensor"
+                               f" throughput and no weight-only {weights} kernel in"
+                               f" {self.file('gpus')}; expected weights of {', '.join(served)}")
         stored = _kv_cache_dtypes(g)
         if kv_cache not in stored:
             given = " (by default the weights' dtype)" if kv_defaulted else ""

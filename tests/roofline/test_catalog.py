@@ -855,6 +855,19 @@ def test_a_deployment_row_s_dtype_is_named_by_its_column(copied, weights, kv):
         load_catalog(copied).deployment("seed-example")
 
 
+def test_a_weight_dtype_the_gpu_cannot_serve_is_named_by_its_column(copied):
+    """fp4 weights on an MI300X (no fp4 tensor cores, no Marlin) said "gpu 'mi300x' has no fp4
+    tensor throughput ..." without the column to fix, where every other dtype message of a
+    deployments.csv row names weight_dtype= or kv_dtype=."""
+    deployments = copied / "deployments.csv"
+    deployments.write_text(deployments.read_text().replace(
+        "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf16",
+        "seed-example,llama-2-7b,mi300x,current,1,fp4,fp8"))
+    with pytest.raises(CatalogError, match=r"deployment 'seed-example': weight_dtype='fp4': gpu"
+                                           r" 'mi300x' has no fp4 tensor throughput"):
+        load_catalog(copied).deployment("seed-example")
+
+
 def test_a_semicolon_file_with_decimal_commas_is_named_as_semicolon_separated(copied):
     """A spreadsheet in a locale whose decimal mark is the comma saves ';'-separated files with
     2,70 for 2.70: those commas overflow the one-column header, and the message blamed a comma
