@@ -240,10 +240,10 @@ def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deploy
                                                               baseline.price_plan):
         whose += (f", the {deployment.gpu.gpu} default in prices.csv: it lists no"
                   f" {deployment.gpu.gpu} from {baseline.price_provider} {baseline.price_plan}")
-    return f"; price {_usd(before)} → {_usd(after)} per GPU-hour ({whose})"
+    return f"; price {gpu_hour_price(before)} → {gpu_hour_price(after)} per GPU-hour ({whose})"
 
 
-def _usd(price: float) -> str:
+def gpu_hour_price(price: float) -> str:
     """A price per GPU-hour as prices.csv gives it, in cents at least: $8.60, $6.155; up to a
     hundredth of a cent ($8.00001 is $8.00, not '$8.')."""
     decimals = len(f"{price:.4f}".rstrip("0").partition(".")[2])

@@ -12,6 +12,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from pipelines.reports.scenarios import gpu_hour_price
 from pipelines.roofline.catalog import another_model
 from pipelines.warehouse import read_table, run_sql
 
@@ -458,10 +459,21 @@ def chargeback_note(chargeback: pl.DataFrame, fleet_summary: pl.DataFrame) -> st
     return text + "".join(f" No request names a {dimension}." for dimension in absent)
 
 
+def deployment_sentence(deployment: str, prices: Sequence[tuple] = ()) -> str:
+    """Which deployment the report replayed, and at what price per GPU-hour (`prices`: rows of
+    sql/report_prices.sql): a deployments.csv row without a plan takes its GPU's default price,
+    and no figure said which price every dollar of the report is."""
+    priced = "; ".join((f"`{name}` " if len(prices) > 1 else "")
+                       + f"{gpu_hour_price(usd)} per GPU-hour, {provider} {plan}"
+                       for name, provider, plan, usd in prices)
+    return (f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)"
+            + (f", priced at {priced} (`deployment_prices`)." if priced else "."))
+
+
 def report_blocks(t: ReportTables, deployment: str,
                   caveats: Sequence[tuple[str, str]] = (),
                   unserved: Sequence[tuple] = (), other_models: Sequence[str] = (),
-                  copies: Sequence[str] = ()) -> list[tuple]:
+                  copies: Sequence[str] = (), prices: Sequence[tuple] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
     ("chart", stem). Text may hold **bold** and `code`. `caveats`: (section, text) rows of
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
@@ -471,7 +483,8 @@ def report_blocks(t: ReportTables, deployment: str,
     summary names them first too); so are `other_models`, the lines of other_model_lines: a
     trace priced as another model than its log names, and `copies`, the lines of
     ingest_folder.duplicate_lines: files of one log, each a trace, its traffic counted twice in
-    every figure."""
+    every figure. `prices`: rows of sql/report_prices.sql, said beside the deployment
+    (deployment_sentence)."""
     overall = t.stage_breakdown.filter(pl.col("shape") == "all").sort("stage_order")
     scenarios, skipped = what_if_scenarios(t.what_if)
     chargeback = ([("table", t.chargeback, CHARGEBACK_COLUMNS),
@@ -488,7 +501,7 @@ def report_blocks(t: ReportTables, deployment: str,
         *[("p", f"**Counted more than once:** {line}") for line in copies],
         ("p", "**" + headline(t) + "**"),
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
-        ("p", f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)."),
+        ("p", deployment_sentence(deployment, prices)),
         ("h2", "Fleet"),
         ("ul", summary_lines(t.fleet_summary)),
         ("h2", "Request shapes by share of spend"),
@@ -536,8 +549,9 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
 
 def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
                     caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = (),
-                    other_models: Sequence[str] = (), copies: Sequence[str] = ()) -> str:
+                    other_models: Sequence[str] = (), copies: Sequence[str] = (),
+                    prices: Sequence[tuple] = ()) -> str:
     """report.md; `charts` maps each chart stem to the PNG path to link; `caveats`, `unserved`,
-    `other_models` and `copies` as in report_blocks."""
-    blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies)
+    `other_models`, `copies` and `prices` as in report_blocks."""
+    blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies, prices)
     return "\n\n".join(_markdown_block(b, charts) for b in blocks) + "\n"

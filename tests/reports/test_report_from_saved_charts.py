@@ -36,9 +36,10 @@ def test_every_chart_spec_is_saved_and_the_page_matches_fresh_charts(demo_run):
                               " WHERE scenario = 'baseline'").fetchall()[0][0]
         caveats = run_sql(conn, "report_caveats").fetchall()
         unserved = run_sql(conn, "summary_unserved_requests").fetchall()
+        prices = run_sql(conn, "report_prices").fetchall()
     fresh = {stem: chart.to_dict() for stem, chart in report_charts(tables).items()}
     assert (reports / "report.html").read_text() == report_html(tables, deployment, fresh, caveats,
-                                                                unserved)
+                                                                unserved, prices=prices)
 
 
 def test_report_embeds_the_saved_specs(copied_run):

@@ -565,3 +565,15 @@ def test_a_markdown_cell_keeps_its_row_whole():
     table = markdown_table(frame, {c: c for c in frame.columns})
     assert table.splitlines()[2:] == [
         r"| t | faster than it can be; factor at its bound | 2023-11-16 18:17:04,12\|3,8 |"]
+
+
+def test_the_report_says_the_price_its_dollars_are_at():
+    """A deployments.csv row without a price plan takes its GPU's default price (a reserved one,
+    say); the report named the deployment but not the price every dollar of it is at."""
+    blocks = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "my-fleet",
+                           prices=[("my-fleet", "mycloud", "reserved-1y", 1.85)])
+    assert ("p", "Deployment replayed: `my-fleet` (the `roofline` table holds its coefficients),"
+                 " priced at $1.85 per GPU-hour, mycloud reserved-1y (`deployment_prices`).") in blocks
+    plain = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "my-fleet")
+    assert ("p", "Deployment replayed: `my-fleet` (the `roofline` table holds its"
+                 " coefficients).") in plain

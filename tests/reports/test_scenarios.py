@@ -517,9 +517,9 @@ def test_a_cleared_row_is_no_scenario_and_later_lines_keep_their_numbers(tmp_pat
 
 def test_a_price_past_a_hundredth_of_a_cent_still_reads_in_cents():
     """A price of more than four decimals read '$8.' (its four decimals stripped of zeros)."""
-    from pipelines.reports.scenarios import _usd
+    from pipelines.reports.scenarios import gpu_hour_price
 
-    assert [_usd(p) for p in (8.6, 6.155, 10, 8.00001, 0.7992, 2.123456)] == [
+    assert [gpu_hour_price(p) for p in (8.6, 6.155, 10, 8.00001, 0.7992, 2.123456)] == [
         "$8.60", "$6.155", "$10.00", "$8.00", "$0.7992", "$2.1235"]
 
 

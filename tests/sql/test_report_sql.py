@@ -442,3 +442,9 @@ def test_what_if_worst_trace_delta_is_one_traces_own_when_the_pooled_p95_improve
     # t's answers stream faster (0.02 s a token), u's slower (0.03 s): the worst is u's
     assert row["worst_trace_delta_p95_tpot_s"] == pytest.approx(0.03 - 5.0 / 199)
     assert row["requests"] == 4 and conn.execute("SELECT count(*) FROM what_if WHERE scenario = 'k'").fetchone() == (1,)
+
+
+def test_report_prices_are_the_baseline_deployments_price_row(conn):
+    """The report's dollars are GPU-hours at the replayed deployment's price, its GPU's default
+    where deployments.csv names no plan; sql/report_prices.sql gives that row to say."""
+    assert run_sql(conn, "report_prices").fetchall() == [("d", "p", "on-demand", PRICE)]
