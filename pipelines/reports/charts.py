@@ -46,7 +46,8 @@ def pareto_chart(shape_spend: pl.DataFrame, top: int = 15) -> alt.LayerChart:
         x=x, y=alt.Y("cum_pct_spend:Q", title="cumulative %", scale=alt.Scale(domain=[0, 100])),
         tooltip=["shape", alt.Tooltip("cum_pct_spend:Q", format=".1f", title="cumulative %")],
     )
-    shown = (f"all {ranked.height} shapes" if ranked.height == shape_spend.height
+    shown = ("the one shape" if shape_spend.height == 1 else f"all {ranked.height} shapes"
+             if ranked.height == shape_spend.height
              else f"top {ranked.height} of {shape_spend.height} shapes")
     return (alt.layer(bar, line).resolve_scale(y="independent")
             .properties(title=f"Pareto: spend by request shape ({shown}; bars) and cumulative"
@@ -99,7 +100,8 @@ def stage_share_chart(stage_breakdown: pl.DataFrame, top: int = 12) -> alt.HConc
 
     shapes = stage_breakdown.filter(pl.col("rank") > 0)["shape"].n_unique()
     listed = len(order) - 1  # 'all' is rank 0
-    which = f"all {shapes} shapes" if listed == shapes else f"top {listed} of {shapes} shapes"
+    which = ("the one shape" if shapes == 1 else f"all {shapes} shapes" if listed == shapes
+             else f"top {listed} of {shapes} shapes")
     return alt.hconcat(panel("pct_latency", "% of latency", True),
                        panel("pct_gpu_time", "% of GPU time", False)).properties(
         title=f"Where each shape's latency and GPU time go ({which} by spend rank; 'all' first)")

@@ -108,6 +108,20 @@ def _usd(amount: float) -> str:
     return f"{whole}.{decimals.ljust(2, '0')}"
 
 
+def _count(n: int, noun: str) -> str:
+    """`n` of `noun` with the noun in the number it takes: 1 request, 2 requests, 28,185 requests
+    (a fleet of one request read "1 requests")."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _shapes_lead(top: int, shapes: int) -> str:
+    """The subject of the sentence on the top shapes' spend: the top k of n, or all of them, or
+    the one ("the top 1 of 1 request shapes are 100%" on a fleet of one shape)."""
+    if top < shapes:
+        return f"the top {top} of {shapes} request shapes are"
+    return "the one request shape is" if shapes == 1 else f"all {shapes} request shapes are"
+
+
 def table_rows(frame: pl.DataFrame, columns: dict[str, str]) -> list[list[str]]:
     """The cells of `columns`, formatted for reading."""
     return [[_fmt(row[c]) for c in columns] for row in frame.select(list(columns)).iter_rows(named=True)]
@@ -140,7 +154,7 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
     lines = []
     for s in summary.iter_rows(named=True):
         lines.append(
-            f"**{s['trace']}**: {s['requests']:,} requests over {_duration(s['span_s'])}, "
+            f"**{s['trace']}**: {_count(s['requests'], 'request')} over {_duration(s['span_s'])}, "
             f"{s['prompt_tokens']:,} prompt + "
             f"{s['output_tokens']:,} output tokens; {_gpu_hours(s['gpu_hours'])} GPU-hours = "
             f"${_usd(s['spend_usd'])} (idle {100 * s['idle_share']:.1f}% = ${_usd(s['idle_usd'])}; "
@@ -319,7 +333,7 @@ def headline_facts(t: ReportTables) -> list[Fact]:
              f"stage_breakdown: shape = 'all', stage = '{owner['stage']}', pct_spend"),
         # A sentence on spend names the stage that holds the shape's dollars and what cuts them
         # (cost_stage, cost_lever), not the stage that holds most of its latency (dominant_stage).
-        Fact(f"the top {top3['rank']} of {top.height} request shapes are {top3['cum_pct_spend']:.0f}% of it, "
+        Fact(f"{_shapes_lead(top3['rank'], top.height)} {top3['cum_pct_spend']:.0f}% of it, "
              f"led by '{first['shape']}' ({first['pct_spend']:.0f}%, most of its dollars in "
              f"{first['cost_stage']}: {first['cost_lever']})",
              f"shape_spend: rank = {top3['rank']}, cum_pct_spend; rank = 1, pct_spend, cost_stage, cost_lever"),
@@ -427,7 +441,8 @@ def levers(shapes: pl.DataFrame) -> list[str]:
     ])
     grouped = (pairs.group_by("stage", "lever", "role").agg(pl.col("rank").sort())
                .sort("role", "stage", descending=[True, False]))
-    return [f"{r['stage']} holds most of the {r['role']} of shapes #{', #'.join(map(str, r['rank']))} "
+    return [f"{r['stage']} holds most of the {r['role']} of shape{'s' if len(r['rank']) > 1 else ''}"
+            f" #{', #'.join(map(str, r['rank']))} "
             f"→ {r['lever']}" for r in grouped.iter_rows(named=True)]
 
 

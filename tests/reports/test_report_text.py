@@ -23,6 +23,7 @@ from pipelines.reports.text import (
     markdown_table,
     report_blocks,
     _fmt,
+    _shapes_lead,
     summary_lines,
     unserved_sentence,
     table_rows,
@@ -64,6 +65,16 @@ def test_a_fleet_of_seconds_does_not_read_zero_gpu_hours(gpu_hours, said):
     """A single request on the demo fleet (12 GPUs for 4 s) read "0.0 GPU-hours = $0.0846"."""
     [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(gpu_hours=pl.lit(gpu_hours)))
     assert said in line
+
+
+def test_one_request_and_one_shape_read_in_the_singular():
+    """A fleet of one request read "1 requests over 4.1 s" and "the top 1 of 1 request shapes
+    are 100% of it"; its lever lines "shapes #1"."""
+    [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(requests=pl.lit(1)))
+    assert "**short**: 1 request over" in line
+    assert _shapes_lead(1, 1) == "the one request shape is"
+    assert _shapes_lead(3, 3) == "all 3 request shapes are"
+    assert _shapes_lead(3, 18) == "the top 3 of 18 request shapes are"
 
 
 def test_tpot_percentiles_are_in_milliseconds():
