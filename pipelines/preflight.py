@@ -145,7 +145,7 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
             check_scenario_names(catalog, scenario)
         except ScenarioError as exc:
             named_wrong = True
-            yield f"scenarios file {scenarios_file}: {exc}"
+            yield str(exc)   # names the file and the line
     setting, name = choices.replay or (None, None)
     try:
         baseline = catalog.deployment(name) if name in names and not named_wrong else None

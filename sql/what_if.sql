@@ -26,6 +26,8 @@
 --   lower_precision    the scenario stores the weights or the KV cache in another format no wider
 --                      than the baseline's (scenario_fleets): answers can change, which no replay
 --                      measures
+--   price_only         the scenario changes nothing but the price plan (scenario_fleets): its
+--                      replay is the baseline's GPU time at another price, not a lever on it
 --   skipped            why a scenario was not replayed (it cannot apply to the baseline deployment,
 --                      scenario_fleets.skipped): one 'all' row without figures; null otherwise
 CREATE OR REPLACE TABLE what_if AS
@@ -111,7 +113,8 @@ runs AS (
     LEFT JOIN fleet AS fl USING (run)
 ),
 described AS (
-    SELECT DISTINCT scenario, description, change, deployment, prefix_cache, lower_precision, skipped
+    SELECT DISTINCT scenario, description, change, deployment, prefix_cache, lower_precision, price_only,
+           skipped
     FROM scenario_fleets
 ),
 measured AS (
@@ -145,6 +148,7 @@ SELECT
     r.truncated_output_pct,
     d.prefix_cache,
     d.lower_precision,
+    d.price_only,
     d.skipped
 FROM runs AS r
 JOIN runs AS b ON b.run = 'baseline' AND b.shape = r.shape
@@ -155,6 +159,6 @@ LEFT JOIN shape_spend AS ss ON ss.shape = r.shape
 SELECT * FROM measured
 UNION ALL BY NAME
 SELECT scenario, description, change, deployment, 0 AS rank, 'all' AS shape, prefix_cache,
-       lower_precision, skipped
+       lower_precision, price_only, skipped
 FROM described WHERE skipped IS NOT NULL
 ORDER BY scenario, rank;

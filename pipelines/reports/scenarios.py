@@ -10,17 +10,23 @@ baseline's value:
                    in (0, 1): each request's cached_tokens becomes
                    max(logged, min(floor(s * prompt), prompt - 1)), hash reuse kept
     output_cap     output_tokens becomes min(output_tokens, cap)
+    price_provider, price_plan   (optional columns, both or neither) the prices.csv row the
+                   scenario's GPU-seconds are priced at, on the scenario's GPU
 
-A GPU swap takes the new GPU family's efficiency factors, and the baseline's provider and plan
-for the new GPU where prices.csv lists that GPU there (an AWS on-demand H100 fleet is compared
-with AWS on-demand B200s, not with another provider's), else the new GPU's default price;
-`change` says which price it took. On the same GPU the baseline's efficiency overrides and
-price plan are kept.
+A GPU swap takes the new GPU family's efficiency factors, and the scenario's price plan where it
+names one, else the baseline's provider and plan for the new GPU where prices.csv lists that GPU
+there (an AWS on-demand H100 fleet is compared with AWS on-demand B200s, not with another
+provider's), else the new GPU's default price; `change` says which price it took. On the same
+GPU the baseline's efficiency overrides are kept, and its price plan unless the scenario names
+one. A scenario that changes nothing but the price plan (`price_only`) is replayed all the
+same, so its GPU-seconds are the baseline's by construction, not by a copy that could drift.
 
-A scenario whose names are wrong (unknown GPU or dtype) is a ScenarioError wherever it runs. One
-whose change cannot apply to a particular baseline (fp4 on a GPU that has neither fp4 tensor
-cores nor a weight-only kernel, a tp that does not split that model, weights that leave no room
-for a KV cache, or too little for the longest request of the log replayed) is
+A scenario whose names are wrong (unknown GPU or dtype, a price plan prices.csv lists for no GPU,
+or not for the GPU the scenario swaps to) is a ScenarioError wherever it runs. One whose change
+cannot apply to a particular baseline (a price plan prices.csv does not list for the baseline's
+GPU, fp4 on a GPU that has neither fp4 tensor cores nor a weight-only kernel, a tp that does not
+split that model, weights that leave no room for a KV cache, or too little for the longest
+request of the log replayed) is
 ScenarioNotApplicable: `replay_scenarios` skips it on that baseline and records why, so a
 scenario file written for one fleet does not block replays of another.
 """
@@ -48,13 +54,16 @@ COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "t
            "weights": pl.String, "kv_cache": pl.String, "replicas": pl.Int64,
            "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
            "source": pl.String}
+# columns a scenarios file may leave out (an older file): empty in every row
+OPTIONAL_COLUMNS = {"price_provider": pl.String, "price_plan": pl.String}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.String,
                 "change": pl.String,
                 "deployment": pl.String, "gpu": pl.String, "tp": pl.Int64, "weight_dtype": pl.String,
                 "kv_dtype": pl.String, "replicas": pl.Int64, "gpus_per_replica": pl.Int64,
                 "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
-                "lower_precision": pl.Boolean, "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64,
+                "lower_precision": pl.Boolean, "price_only": pl.Boolean,
+                "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64,
                 "skipped": pl.String, "caveat": pl.String}
 
 
@@ -79,6 +88,15 @@ class Scenario:
     prefix_cache: str | None = None
     output_cap: int | None = None
     source: str | None = None
+    price_provider: str | None = None
+    price_plan: str | None = None
+    # where the row is ("scenarios file F, line N"), for messages; None for one built in code
+    origin: str | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def named(self) -> str:
+        """The scenario as a message names it: its file and line where it has them."""
+        return f"{self.origin + ', ' if self.origin else ''}scenario {self.scenario!r}"
 
     @property
     def cached_share(self) -> float | None:
@@ -119,18 +137,23 @@ def load_scenarios(path: Path) -> list[Scenario]:
     frame = frame.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c)
                                for c in frame.columns)
     frame = drop_unnamed_empty_columns(frame)
-    if set(frame.columns) != set(COLUMNS):
+    if not set(COLUMNS) <= set(frame.columns) <= set(COLUMNS) | set(OPTIONAL_COLUMNS):
         raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected"
-                            f" {list(COLUMNS)}{separator_hint(frame)}")
+                            f" {list(COLUMNS)}, and optionally {list(OPTIONAL_COLUMNS)}"
+                            f"{separator_hint(frame)}")
+    frame = frame.with_columns(pl.lit(None, dtype).alias(name)
+                               for name, dtype in OPTIONAL_COLUMNS.items() if name not in frame.columns)
+    columns = {**COLUMNS, **OPTIONAL_COLUMNS}
     # each row keeps its line in the file; a row of empty cells (a spreadsheet's cleared row)
     # is no scenario
     frame = frame.with_row_index("line", offset=2).filter(
-        ~pl.all_horizontal(pl.col(list(COLUMNS)).is_null()))
+        ~pl.all_horizontal(pl.col(list(columns)).is_null()))
     _check_whole_numbers(frame, path)
     lines = frame["line"].to_list()
-    scenarios = [Scenario(**row) for row in frame.select(
-        pl.col(name).str.strip_chars().cast(dtype) if dtype == pl.Int64 else pl.col(name)
-        for name, dtype in COLUMNS.items()).iter_rows(named=True)]
+    scenarios = [Scenario(**row, origin=f"scenarios file {path}, line {line}")
+                 for line, row in zip(lines, frame.select(
+                     pl.col(name).str.strip_chars().cast(dtype) if dtype == pl.Int64 else pl.col(name)
+                     for name, dtype in columns.items()).iter_rows(named=True), strict=True)]
     if not scenarios:
         raise ScenarioError(f"scenarios file {path} lists no scenario: expected at least one row "
                             f"(the what_if report compares scenarios with the baseline)")
@@ -156,6 +179,10 @@ def load_scenarios(path: Path) -> list[Scenario]:
             if not 0.0 <= share < 1.0:
                 raise ScenarioError(f"{where}: prefix_cache={s.prefix_cache!r}, expected 'off' "
                                     f"or a share of each prompt in [0, 1)")
+        if (s.price_provider is None) != (s.price_plan is None):
+            raise ScenarioError(f"{where}: price_provider={s.price_provider!r}, price_plan="
+                                f"{s.price_plan!r}: expected both (a provider and plan of"
+                                f" prices.csv) or neither (the baseline's price)")
         if s.source is None:
             raise ScenarioError(f"{where}: source is empty: expected where the scenario's numbers"
                                 f" come from, or that they are an assumption")
@@ -167,13 +194,32 @@ def check_scenario_names(catalog: Catalog, s: Scenario) -> None:
     on every deployment, unlike a change that does not fit one (ScenarioNotApplicable)."""
     gpus = catalog.gpus["gpu"].to_list()
     if s.gpu is not None and s.gpu not in gpus:
-        raise ScenarioError(f"scenario {s.scenario!r}: unknown gpu {s.gpu!r}: "
+        raise ScenarioError(f"{s.named}: unknown gpu {s.gpu!r}: "
                             f"{catalog.file('gpus')} has {', '.join(sorted(gpus))}")
     for label in ("weights", "kv_cache"):
         dtype = getattr(s, label)
         if dtype is not None and dtype not in DTYPE_BYTES:
-            raise ScenarioError(f"scenario {s.scenario!r}: {label}={dtype!r}: expected one of "
+            raise ScenarioError(f"{s.named}: {label}={dtype!r}: expected one of "
                                 f"{', '.join(DTYPE_BYTES)}")
+    if s.price_provider is None:
+        return
+    if s.gpu is not None and not catalog.lists_price(s.gpu, s.price_provider, s.price_plan):
+        raise ScenarioError(f"{s.named}: {unlisted_plan(catalog, s, s.gpu)}")
+    if catalog.prices.filter((pl.col("provider") == s.price_provider)
+                             & (pl.col("plan") == s.price_plan)).height == 0:
+        raise ScenarioError(f"{s.named}: {unlisted_plan(catalog, s, None)}")
+
+
+def unlisted_plan(catalog: Catalog, s: Scenario, gpu: str | None) -> str:
+    """Why the scenario's price plan cannot price it on `gpu` (on any GPU where None): its two
+    columns, and the plans prices.csv does list there, so the fix is one look."""
+    prices = catalog.prices if gpu is None else catalog.prices.filter(pl.col("gpu") == gpu)
+    plans = ", ".join(dict.fromkeys(f"{provider} {plan}" for provider, plan
+                                    in prices.select("provider", "plan").iter_rows()))
+    return (f"price_provider={s.price_provider!r}, price_plan={s.price_plan!r}:"
+            f" {catalog.file('prices')} lists no price for {gpu or 'any gpu'} from"
+            f" {s.price_provider} {s.price_plan}; its plans{' for ' + gpu if gpu else ''}:"
+            f" {plans or 'none'}")
 
 
 def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> Deployment:
@@ -184,12 +230,12 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
     gpu = s.gpu or baseline.gpu.gpu
     same_gpu = gpu == baseline.gpu.gpu
     e = baseline.efficiency
-    plan = {"price_provider": baseline.price_provider, "price_plan": baseline.price_plan}
+    plan = _price_plan(catalog, baseline, s, gpu)
     if same_gpu:
         kept = {"compute_efficiency": e.compute_efficiency, "bandwidth_efficiency": e.bandwidth_efficiency,
                 "step_overhead_s": e.step_overhead_s, "layer_overhead_s": e.layer_overhead_s, **plan}
     else:
-        kept = plan if catalog.lists_price(gpu, baseline.price_provider, baseline.price_plan) else {}
+        kept = plan
     scheduler = dataclasses.replace(baseline.scheduler,
                                     max_seqs=s.max_seqs or baseline.scheduler.max_seqs)
     try:
@@ -204,10 +250,33 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
                                     f"{baseline.name!r}: {exc}") from None
 
 
-def change_text(baseline: Deployment, s: Scenario) -> str:
+def _price_plan(catalog: Catalog, baseline: Deployment, s: Scenario, gpu: str) -> dict:
+    """The price_provider / price_plan arguments of the scenario's deployment on `gpu`: the
+    scenario's plan (ScenarioNotApplicable where prices.csv does not list it for the baseline's
+    GPU: check_scenario_names refused one the scenario's own GPU lacks), else the baseline's
+    where prices.csv lists it for `gpu`, else none (the GPU's default price)."""
+    if s.price_provider is not None:
+        if not catalog.lists_price(gpu, s.price_provider, s.price_plan):
+            raise ScenarioNotApplicable(f"{s.named} does not apply to deployment"
+                                        f" {baseline.name!r}: {unlisted_plan(catalog, s, gpu)}")
+        return {"price_provider": s.price_provider, "price_plan": s.price_plan}
+    if catalog.lists_price(gpu, baseline.price_provider, baseline.price_plan):
+        return {"price_provider": baseline.price_provider, "price_plan": baseline.price_plan}
+    return {}
+
+
+def change_text(baseline: Deployment, s: Scenario, price: str = "") -> str:
     """What the scenario changes on *this* baseline, in its own numbers ("tp 4 → 2; replicas
-    3 → 6; 12 → 12 GPUs per trace"): the description in scenarios.csv is prose written once,
-    for one fleet, and would be wrong on another."""
+    3 → 6; 12 → 12 GPUs per trace"), ending with `price` (price_change_text) where the price
+    moves: the description in scenarios.csv is prose written once, for one fleet, and would be
+    wrong on another."""
+    parts = _changes(baseline, s) + ([price] if price else [])
+    return "; ".join(parts) or "nothing: the baseline's own settings"
+
+
+def _changes(baseline: Deployment, s: Scenario) -> list[str]:
+    """change_text's parts but the price: none where the scenario changes neither the
+    deployment nor the requests (then its replay is the baseline's, GPU-second for GPU-second)."""
     before = {"GPU": baseline.gpu.gpu, "tp": baseline.tp, "weights": baseline.weight_dtype,
               "KV cache": baseline.kv_dtype, "replicas": baseline.replicas,
               "max sequences": baseline.scheduler.max_seqs}
@@ -225,22 +294,44 @@ def change_text(baseline: Deployment, s: Scenario) -> str:
                      f"an assumed {share:.0%} of each prompt served from the prefix cache")
     if s.output_cap is not None:
         parts.append(f"outputs capped at {s.output_cap:,} tokens")
-    return "; ".join(parts) or "nothing: the baseline's own settings"
+    return parts
 
 
-def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deployment) -> str:
-    """The price a GPU swap moves to, and whose ("; price $6.155 → $8.60 per GPU-hour (coreweave
-    on-demand)"), with why where it is not the baseline's provider and plan; "" on the same
-    GPU (same price)."""
-    if deployment.gpu.gpu == baseline.gpu.gpu:
-        return ""
+def price_only(baseline: Deployment, s: Scenario, price: str) -> bool:
+    """Whether the scenario changes the price (`price`: price_change_text) and nothing else: its
+    replay is the baseline's GPU time, billed at another plan. The headline does not rank it
+    among the levers (text.best_scenario): it changes what a GPU-second costs, not how many the
+    traffic takes."""
+    return bool(price) and not _changes(baseline, s)
+
+
+def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deployment,
+                      s: Scenario) -> str:
+    """The price the scenario moves to: the plan it names ("price coreweave on-demand $6.155 →
+    lambda on-demand $2.99 per GPU-hour"), or on a GPU swap without one, the new GPU's price and
+    whose ("price $6.155 → $8.60 per GPU-hour (coreweave on-demand)"), with why where it is not
+    the baseline's provider and plan; "" where the GPU and the plan stay (same price)."""
     before, after = catalog.usd_per_gpu_hour(baseline), catalog.usd_per_gpu_hour(deployment)
+    old_plan = f"{baseline.price_provider} {baseline.price_plan}"
     whose = f"{deployment.price_provider} {deployment.price_plan}"
-    if (deployment.price_provider, deployment.price_plan) != (baseline.price_provider,
-                                                              baseline.price_plan):
+    if deployment.gpu.gpu == baseline.gpu.gpu and whose == old_plan:
+        return ""
+    if s.price_provider is not None:
+        return (f"price {old_plan} {gpu_hour_price(before)} → {whose} {gpu_hour_price(after)}"
+                f" per GPU-hour")
+    if whose != old_plan:
         whose += (f", the {deployment.gpu.gpu} default in prices.csv: it lists no"
-                  f" {deployment.gpu.gpu} from {baseline.price_provider} {baseline.price_plan}")
-    return f"; price {gpu_hour_price(before)} → {gpu_hour_price(after)} per GPU-hour ({whose})"
+                  f" {deployment.gpu.gpu} from {old_plan}")
+    return f"price {gpu_hour_price(before)} → {gpu_hour_price(after)} per GPU-hour ({whose})"
+
+
+def _asked_price(baseline: Deployment, s: Scenario) -> str:
+    """The plan a skipped scenario names, where it is not the baseline's ("price coreweave
+    on-demand → runpod spot"): no price was looked up, as the scenario does not apply."""
+    asked = f"{s.price_provider} {s.price_plan}"
+    if s.price_provider is None or asked == f"{baseline.price_provider} {baseline.price_plan}":
+        return ""
+    return f"price {baseline.price_provider} {baseline.price_plan} → {asked}"
 
 
 def gpu_hour_price(price: float) -> str:
@@ -302,7 +393,8 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                 yield ScenarioRun(_skipped_fleet(trace, s, baseline, str(exc)), iter(()))
             continue
         price = catalog.usd_per_gpu_hour(deployment)
-        change = change_text(baseline, s) + price_change_text(catalog, baseline, deployment)
+        price_text = price_change_text(catalog, baseline, deployment, s)
+        change = change_text(baseline, s, price_text)
         replays = replay_traces(traces, deployment, bin_s, router=router, hash_tokens=hash_tokens,
                                 transform=lambda frame, s=s: scenario_requests(frame, s))
         try:
@@ -320,6 +412,7 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
                     "output_cap": s.output_cap,
                     "lower_precision": lowers_precision(baseline, deployment.weight_dtype,
                                                         deployment.kv_dtype),
+                    "price_only": price_only(baseline, s, price_text),
                     "usd_per_gpu_hour": price,
                     "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s, "skipped": None,
                     "caveat": caveat_column(deployment),
@@ -359,9 +452,11 @@ def lowers_precision(baseline: Deployment, weight_dtype: str, kv_dtype: str) -> 
 
 def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -> dict:
     """The scenario_fleets row of a skipped scenario: what it asked for, no replay figures."""
+    asked = _asked_price(baseline, s)
     return {
         "trace": trace, "scenario": s.scenario, "description": s.description,
-        "change": change_text(baseline, s), "deployment": f"{baseline.name}+{s.scenario}", "gpu": s.gpu or baseline.gpu.gpu,
+        "change": change_text(baseline, s, asked), "deployment": f"{baseline.name}+{s.scenario}",
+        "gpu": s.gpu or baseline.gpu.gpu,
         "tp": s.tp or baseline.tp, "weight_dtype": s.weights or baseline.weight_dtype,
         "kv_dtype": s.kv_cache or baseline.kv_dtype,
         "replicas": s.replicas or baseline.replicas, "gpus_per_replica": None,
@@ -369,6 +464,7 @@ def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -
         "output_cap": s.output_cap,
         "lower_precision": lowers_precision(baseline, s.weights or baseline.weight_dtype,
                                             s.kv_cache or baseline.kv_dtype),
+        "price_only": price_only(baseline, s, asked),
         "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None,
         "skipped": reason, "caveat": "",
     }

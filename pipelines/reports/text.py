@@ -229,8 +229,13 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
     """The what-if scenario (all shapes) that frees the most busy-GPU dollars per day without
     making any trace's p95 TTFT or p95 TPOT worse, if any does: a saving bought with latency is
     not a lever the headline should recommend (the table shows those too), and the traces are
-    different services, so a pooled p95 that improves can hide one that gets worse."""
+    different services, so a pooled p95 that improves can hide one that gets worse. A scenario
+    that changes only the price plan (`price_only`) is not one: it frees no GPU time, it bills
+    the same GPU-seconds at another price, and its dollars are at that price where the levers'
+    are at the baseline's, so it would outrank each of them without being comparable (the
+    table shows it, with its Δ fleet $/day: the bill's change)."""
     rows = what_if.filter((pl.col("shape") == "all") & (pl.col("delta_usd_per_day") < 0)
+                          & ~pl.col("price_only")
                           & (pl.col("worst_trace_delta_p95_ttft_s") <= 0)
                           # null where no trace has a token interval (one-token answers only,
                           # e.g. a classifier's log): no TPOT to make worse
@@ -244,28 +249,37 @@ BOUND_NOTE = "Bound: the resource (compute or memory) that limited most of its G
 SPEND_NOTE = "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."
 SHAPES_NOTE = STAGES_NOTE + BOUND_NOTE + SPEND_NOTE
 WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay of the requests the "
-                "baseline replayed on a changed deployment or request log; busy $ is attributed GPU "
-                "spend, Δ $/day scales each trace's replayed span to a day, and Δ fleet $/day is the "
-                "change of what the fleet costs (busy + idle) per day: the bill's change, GPUs × "
-                "price, which a lever on the same GPUs does not move. Per-shape deltas are in the "
-                "`what_if` table.")
+                "baseline replayed on a changed deployment, request log or price plan; busy $ is "
+                "attributed GPU spend, Δ $/day scales each trace's replayed span to a day, and Δ "
+                "fleet $/day is the change of what the fleet costs (busy + idle) per day: the bill's "
+                "change, GPUs × price, which a lever on the same GPUs at the same price does not "
+                "move. Per-shape deltas are in the `what_if` table.")
 
 
 def what_if_note(what_if: pl.DataFrame, fleet_summary: pl.DataFrame) -> str:
     """WHAT_IF_NOTE, and where a scenario's Δ spend % and its Δ $/day as a share of the
     baseline's busy dollars a day (the headline's %) differ by a point or more (traces of unequal
     spans), why: a 2-minute trace beside a 3-hour one read "tp2-fp8 ... -42.71" under
-    Δ spend % and "(-5%)" in the headline, and "prefix-cache | -0.468 | 13.64", with no word."""
+    Δ spend % and "(-5%)" in the headline, and "prefix-cache | -0.468 | 13.64", with no word.
+    Where a replayed scenario changes only the price plan, that the headline's lever is not it
+    (best_scenario): its dollars would otherwise read as the largest lever, unnamed."""
     rows = what_if.filter((pl.col("shape") == "all") & pl.col("skipped").is_null()
                           & (pl.col("baseline_usd_per_day") > 0))
     daily = 100 * rows["delta_usd_per_day"] / rows["baseline_usd_per_day"]
-    if not ((rows["delta_pct"] - daily).abs() >= 1).any():
-        return WHAT_IF_NOTE
-    return (WHAT_IF_NOTE + f" The traces' spans differ ({_spans(fleet_summary)}): Δ spend % is of"
-            " the replays' busy dollars, in which a trace weighs by its whole span, Δ $/day"
-            " scales each trace to a day, in which a short busy one weighs most, so the two can"
-            " disagree, in sign too; the headline's % is Δ $/day's share of the baseline's busy"
-            " dollars a day.")
+    note = WHAT_IF_NOTE
+    if ((rows["delta_pct"] - daily).abs() >= 1).any():
+        note += (f" The traces' spans differ ({_spans(fleet_summary)}): Δ spend % is of"
+                 " the replays' busy dollars, in which a trace weighs by its whole span, Δ $/day"
+                 " scales each trace to a day, in which a short busy one weighs most, so the two can"
+                 " disagree, in sign too; the headline's % is Δ $/day's share of the baseline's busy"
+                 " dollars a day.")
+    priced = rows.filter(pl.col("price_only"))["scenario"].to_list()
+    if priced:
+        note += (f" {', '.join(f'`{name}`' for name in priced)} change{'s' if len(priced) == 1 else ''}"
+                 " only the price plan (`price_only`): the baseline's GPU-seconds billed at another"
+                 " price, so the headline's best lever, which frees GPU time, is chosen among the"
+                 " others.")
+    return note
 
 
 NO_WHAT_IF = ("No what-if scenario was replayed, so there is no what-if table or chart"
@@ -309,7 +323,8 @@ HEADLINE_COLUMNS = {
     "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "baseline_usd_per_day",
                 "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s",
                 "baseline_p95_ttft_s", "p95_ttft_s", "delta_fleet_usd_per_day", "requests",
-                "truncated_requests", "truncated_output_pct", "prefix_cache", "lower_precision"),
+                "truncated_requests", "truncated_output_pct", "prefix_cache", "lower_precision",
+                "price_only"),
 }
 
 

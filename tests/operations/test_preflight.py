@@ -137,6 +137,8 @@ def _scenarios(tmp_path, monkeypatch, row: str) -> None:
     ('h300,"a GPU that does not exist",h300-sxm,,,,,,,,x', "scenario 'h300': unknown gpu 'h300-sxm'"),
     ('fewer,"negative replicas",,,,,-2,,,,x', "replicas=-2, expected a whole number >= 1"),
     ('"bad; name","a hostile name",,,,,,,,,x', "scenario name 'bad; name' must be lower-case"),
+    ('spot,"a plan no GPU has",,,,,,,,,x,runpod,spott',
+     "line 12, scenario 'spot': price_provider='runpod', price_plan='spott':"),
 ])
 def test_bad_scenarios_fail_before_any_step(tmp_path, monkeypatch, row, expected):
     _scenarios(tmp_path, monkeypatch, row)
@@ -181,9 +183,13 @@ def test_replay_on_another_deployment_skips_scenarios_that_cannot_apply(tmp_path
                               '{"ops": {"replayed_fleet": {"config": {"deployment": "seed-example"}}}}')
     assert code == 0 and err == "" and "configuration ok" in out
     notes = [line for line in out.splitlines() if line.startswith("note: ")]
-    assert len(notes) == 1 and "tp=3 cannot split llama-2-7b" in notes[0]
-    assert "scenario 'tp3' does not apply to deployment 'seed-example'" in notes[0]
-    assert "replayed_fleet.deployment" in notes[0]
+    # the shipped lambda-on-demand prices an H100 at Lambda; prices.csv has no Lambda A100
+    assert len(notes) == 2 and "tp=3 cannot split llama-2-7b" in notes[1]
+    assert "scenario 'tp3' does not apply to deployment 'seed-example'" in notes[1]
+    assert "replayed_fleet.deployment" in notes[1]
+    assert ("scenario 'lambda-on-demand' does not apply to deployment 'seed-example':"
+            " price_provider='lambda', price_plan='on-demand'") in notes[0]
+    assert "its plans for a100-80gb-sxm: coreweave on-demand, runpod spot" in notes[0]
 
 
 def test_a_calibration_deployment_is_not_checked_against_the_scenarios(tmp_path, monkeypatch, capsys):

@@ -129,6 +129,23 @@ def test_what_if_levers_point_the_right_way(demo_conn):
     assert per_day["fp8"] == pytest.approx(0, abs=1e-6) and per_day["tp2-fp8"] == pytest.approx(0, abs=1e-6)
 
 
+def test_the_demos_price_plan_scenario_is_the_baselines_gpu_time_at_lambdas_price(demo_conn):
+    """The shipped lambda-on-demand replays every request with the baseline's GPU-seconds and
+    latency; its busy and fleet dollars are the baseline's at $2.99 instead of $6.155 per
+    GPU-hour, and `change` says so."""
+    row = demo_conn.sql("FROM what_if WHERE scenario = 'lambda-on-demand' AND shape = 'all'").pl().row(0, named=True)
+    assert row["change"] == "price coreweave on-demand $6.155 → lambda on-demand $2.99 per GPU-hour"
+    assert row["price_only"] and row["skipped"] is None and row["requests"] == SAMPLE_ROWS
+    assert row["spend_usd"] == pytest.approx(row["baseline_usd"] * 2.99 / 6.155, rel=1e-9)
+    assert row["fleet_spend_usd"] == pytest.approx(row["baseline_fleet_usd"] * 2.99 / 6.155, rel=1e-9)
+    assert row["delta_p95_ttft_s"] == row["delta_p95_tpot_s"] == 0
+    assert row["delta_usd_per_day"] < 0 and row["delta_fleet_usd_per_day"] < row["delta_usd_per_day"]
+    moved = scalar(demo_conn, "SELECT count(*) FROM scenario_stages AS s JOIN request_stages AS b"
+                              " USING (trace, request_id) WHERE s.scenario = 'lambda-on-demand'"
+                              " AND b.scenario = 'baseline' AND s.gpu_s <> b.gpu_s")
+    assert moved == 0
+
+
 def test_chargeback_is_empty_for_the_azure_samples(demo_conn):
     """The Azure traces name no model or tenant: the table exists, with no rows."""
     assert scalar(demo_conn, "SELECT count(*) FROM requests WHERE model IS NOT NULL OR tenant IS NOT NULL") == 0
@@ -153,7 +170,8 @@ def test_headline_numbers_come_from_the_tables(demo_run, demo_conn):
     assert f"idle GPUs are {100 * idle:.0f}%" in facts[2].text
     best = demo_conn.sql(
         "SELECT scenario, delta_usd_per_day FROM what_if WHERE shape = 'all' AND delta_usd_per_day < 0"
-        " AND delta_p95_ttft_s <= 0 AND delta_p95_tpot_s <= 0 ORDER BY delta_usd_per_day LIMIT 1").fetchall()
+        " AND delta_p95_ttft_s <= 0 AND delta_p95_tpot_s <= 0 AND NOT price_only"
+        " ORDER BY delta_usd_per_day LIMIT 1").fetchall()
     assert len(facts) == 4 and best
     assert f"'{best[0][0]}'" in facts[3].text and f"${-best[0][1]:,.0f}/day" in facts[3].text
     report = (demo_run / "reports" / "report.md").read_text()

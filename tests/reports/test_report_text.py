@@ -106,7 +106,8 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
     return pl.DataFrame({
         "shape": ["all"], "scenario": [scenario], "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
         "requests": [28_185], "truncated_requests": [0], "truncated_output_pct": [0.0],
-        "prefix_cache": [None], "lower_precision": [False], "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
+        "prefix_cache": [None], "lower_precision": [False], "price_only": [False],
+        "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
         "delta_usd": [delta_usd], "delta_usd_per_day": [24 * delta_usd], "delta_pct": [delta_usd],
         "baseline_usd_per_day": [2400.0],
         "delta_p95_ttft_s": [-0.5], "delta_p95_tpot_s": [-0.01], "baseline_p95_ttft_s": [1.5],
@@ -115,6 +116,24 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
         "delta_fleet_usd_per_day": [24 * delta_fleet_usd],
         "worst_trace_delta_p95_ttft_s": [worst_trace_ttft], "worst_trace_delta_p95_tpot_s": [-0.01],
         "skipped": [None]}, schema_overrides={"skipped": pl.Utf8, "prefix_cache": pl.Utf8})
+
+
+def test_a_scenario_that_changes_only_the_price_is_not_the_headlines_lever():
+    """A cheaper price plan (the demo's lambda-on-demand: -51% of busy dollars, same latency)
+    frees no GPU time and is priced at another plan than the levers: the headline names the
+    best lever among the others, and the note under the table says why the larger cut is not it;
+    without another lever the headline names none."""
+    price = _what_if(-50.0, -70.0, scenario="lambda-on-demand").with_columns(
+        change=pl.lit("price coreweave on-demand $6.155 → lambda on-demand $2.99 per GPU-hour"),
+        price_only=pl.lit(True), worst_trace_delta_p95_ttft_s=pl.lit(0.0))
+    tables = _tables(pl.concat([price, _what_if(-8.0, 0.0, scenario="fp8")]))
+    [*_, lever] = headline_facts(tables)
+    assert "'fp8'" in lever.text and "lambda" not in lever.text
+    assert what_if_note(tables.what_if, tables.fleet_summary) == WHAT_IF_NOTE + (
+        " `lambda-on-demand` changes only the price plan (`price_only`): the baseline's"
+        " GPU-seconds billed at another price, so the headline's best lever, which frees GPU"
+        " time, is chosen among the others.")
+    assert len(headline_facts(_tables(price))) == 3
 
 
 def test_a_lever_that_makes_one_traces_p95_worse_is_not_the_headlines():

@@ -496,9 +496,10 @@ def test_trailing_columns_of_quoted_empty_cells_are_dropped_too(tmp_path):
 
 def test_a_price_in_change_is_written_in_cents_at_least(catalog, baseline):
     """$8.60, not $8.6; a price given to the tenth of a cent keeps it ($6.155)."""
-    b200 = scenario_deployment(catalog, baseline, Scenario("b200", "d", gpu="b200"))
-    assert price_change_text(catalog, baseline, b200) == (
-        "; price $6.155 → $8.60 per GPU-hour (coreweave on-demand)")
+    swap = Scenario("b200", "d", gpu="b200")
+    b200 = scenario_deployment(catalog, baseline, swap)
+    assert price_change_text(catalog, baseline, b200, swap) == (
+        "price $6.155 → $8.60 per GPU-hour (coreweave on-demand)")
 
 
 def test_a_cleared_row_is_no_scenario_and_later_lines_keep_their_numbers(tmp_path):
@@ -529,3 +530,87 @@ def test_a_format_change_at_the_same_size_is_lower_precision_and_a_wider_one_is_
     fp8 = load_catalog().build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", kv_cache="fp8")
     assert lowers_precision(fp8, "int8", "fp8") and lowers_precision(fp8, "fp8", "fp4")
     assert not lowers_precision(fp8, "fp8", "fp8") and not lowers_precision(fp8, "bf16", "bf16")
+
+
+def test_a_scenario_on_another_plan_is_priced_at_it_on_the_baselines_gpu_time(catalog, baseline,
+                                                                              conv_head):
+    """price_provider / price_plan price the scenario at that prices.csv row (Lambda's $2.99 H100,
+    not the baseline's CoreWeave $6.155), and a scenario that changes only the plan replays
+    exactly the baseline's GPU-seconds: its dollars differ by the price alone. On a GPU swap the
+    plan is the new GPU's (RunPod spot B200, not the B200's CoreWeave default)."""
+    requests = conv_head.head(300).with_columns(trace=pl.lit("a"))
+    lam = Scenario("lam", "d", price_provider="lambda", price_plan="on-demand")
+    spot = Scenario("spot", "d", gpu="b200", price_provider="runpod", price_plan="spot")
+    stages, fleets = _collect(replay_scenarios(requests, catalog, baseline,
+                                               [lam, spot, Scenario("same", "d")]))
+    fleet = {row["scenario"]: row for row in fleets.iter_rows(named=True)}
+    assert {name: row["usd_per_gpu_hour"] for name, row in fleet.items()} == {
+        "lam": 2.99, "spot": 5.98, "same": 6.155}
+    assert fleet["lam"]["change"] == "price coreweave on-demand $6.155 → lambda on-demand $2.99 per GPU-hour"
+    assert fleet["spot"]["change"] == ("GPU h100-sxm → b200; price coreweave on-demand $6.155 →"
+                                       " runpod spot $5.98 per GPU-hour")
+    assert {name: row["price_only"] for name, row in fleet.items()} == {
+        "lam": True, "spot": False, "same": False}
+    base = replay_fleet(requests.drop("trace"), baseline).stages
+    priced = stages.filter(pl.col("scenario") == "lam")
+    assert priced["gpu_s"].to_list() == base["gpu_s"].to_list()
+    assert priced["ttft_s"].to_list() == base["ttft_s"].to_list()
+    assert fleet["lam"]["idle_gpu_s"] == fleet["same"]["idle_gpu_s"]
+
+
+def _priced(tmp_path: Path, gpu: str, provider: str, plan: str) -> Scenario:
+    """One scenario row of a scenarios file with the optional price columns (line 2)."""
+    path = tmp_path / "scenarios.csv"
+    path.write_text(",".join([*COLUMNS, "price_provider", "price_plan"]) + "\n"
+                    + f"p,x,{gpu},,,,,,,,assumption,{provider},{plan}\n")
+    [scenario] = load_scenarios(path)
+    return scenario
+
+
+def test_a_plan_prices_csv_does_not_list_is_refused_naming_the_row_and_the_plans(tmp_path, catalog,
+                                                                                baseline):
+    """A plan the scenario's GPU lacks is one message: the scenarios file and line, the columns,
+    and the plans prices.csv does list for that GPU (on a swap, the new GPU's); one listed for no
+    GPU is refused on every baseline, one listed for other GPUs only skips the scenario here."""
+    path = re.escape(str(tmp_path / "scenarios.csv"))
+    prices = re.escape(str(catalog.file("prices")))
+    with pytest.raises(ScenarioError, match=rf"^scenarios file {path}, line 2, scenario 'p':"
+                                            r" price_provider='aws', price_plan='reserved-1y':"
+                                            rf" {prices} lists no price for b200 from aws"
+                                            r" reserved-1y; its plans for b200: coreweave"
+                                            r" on-demand, aws on-demand, runpod spot, packet.ai"
+                                            r" on-demand$") as err:
+        scenario_deployment(catalog, baseline, _priced(tmp_path, "b200", "aws", "reserved-1y"))
+    assert not isinstance(err.value, ScenarioNotApplicable)
+    with pytest.raises(ScenarioError, match=r"line 2, scenario 'p': price_provider='runpod',"
+                                            r" price_plan='spott': .* lists no price for any gpu"
+                                            r" from runpod spott; its plans: coreweave on-demand,") as err:
+        scenario_deployment(catalog, baseline, _priced(tmp_path, "", "runpod", "spott"))
+    assert not isinstance(err.value, ScenarioNotApplicable)
+    with pytest.raises(ScenarioNotApplicable, match=r"line 2, scenario 'p' does not apply to"
+                                                    r" deployment 'azure-2023-70b-h100':"
+                                                    r" price_provider='runpod', price_plan='spot': .*"
+                                                    r" lists no price for h100-sxm from runpod spot;"
+                                                    r" its plans for h100-sxm: coreweave on-demand,"
+                                                    r" lambda on-demand, runpod on-demand, aws"
+                                                    r" on-demand, aws reserved-1y, aws capacity-block$"):
+        scenario_deployment(catalog, baseline, _priced(tmp_path, "", "runpod", "spot"))
+
+
+def test_a_plan_without_its_provider_is_refused(tmp_path):
+    """Both price columns or neither: a plan alone names no prices.csv row."""
+    with pytest.raises(ScenarioError, match=r"line 2: price_provider=None, price_plan='spot':"
+                                            r" expected both"):
+        _priced(tmp_path, "", "", "spot")
+
+
+def test_a_plan_skipped_on_a_gpu_without_it_says_the_plan_it_asked_for(catalog, conv_head):
+    """On an A100 fleet (prices.csv has no Lambda A100) the plan scenario is skipped with why,
+    and its `change` is the plan asked for, not "nothing: the baseline's own settings"."""
+    seed = catalog.deployment("seed-example")
+    lam = Scenario("lam", "d", price_provider="lambda", price_plan="on-demand")
+    [run] = replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")), catalog, seed, [lam])
+    row = run.fleet
+    assert row["change"] == "price coreweave on-demand → lambda on-demand"
+    assert "its plans for a100-80gb-sxm: coreweave on-demand, runpod spot" in row["skipped"]
+    assert row["price_only"] and row["usd_per_gpu_hour"] is None

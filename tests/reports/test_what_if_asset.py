@@ -18,8 +18,8 @@ def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     head_of_sample(tmp_path / "traces", "AzureLLMInferenceTrace_conv.csv", 300)
     monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(tmp_path / "traces"))
     monkeypatch.setenv("FLEETSPEND_REPORTS_DIR", str(tmp_path / "reports"))
-    # the shipped scenarios all apply to seed-example (its A100 serves fp8 weight-only); tp 3
-    # does not split Llama-2-7B's 32 heads
+    # the shipped scenarios apply to seed-example (its A100 serves fp8 weight-only) but
+    # lambda-on-demand (prices.csv has no Lambda A100); tp 3 does not split Llama-2-7B's 32 heads
     shutil.copytree(ROOT / "data" / "reference", tmp_path / "reference")
     with open(tmp_path / "reference" / "scenarios.csv", "a") as scenarios:
         scenarios.write('tp3,"tensor-parallel 3",,3,,,,,,,x\n')
@@ -41,16 +41,17 @@ def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     assert not warning.passed and warning.description.startswith("12 request(s) set aside")
     metadata = fleets_event.asset_materialization.metadata
     assert metadata["router"].value == "round_robin"
-    assert set(metadata["skipped_scenarios"].value) == {"tp3"}
+    assert set(metadata["skipped_scenarios"].value) == {"lambda-on-demand", "tp3"}
 
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         marked = conn.sql("SELECT scenario, shape, requests, skipped FROM what_if"
                           " WHERE skipped IS NOT NULL ORDER BY scenario").pl()
         replayed = conn.sql("SELECT DISTINCT scenario FROM scenario_stages ORDER BY 1").pl()
         counts = conn.sql("SELECT scenario, count(*) AS n FROM scenario_stages GROUP BY 1").pl()
-    assert marked["scenario"].to_list() == ["tp3"]
-    assert marked["shape"].to_list() == ["all"] and marked["requests"].is_null().all()
-    assert "tp=3 cannot split llama-2-7b" in marked["skipped"][0]
+    assert marked["scenario"].to_list() == ["lambda-on-demand", "tp3"]
+    assert marked["shape"].to_list() == ["all"] * 2 and marked["requests"].is_null().all()
+    assert "lists no price for a100-80gb-sxm from lambda on-demand" in marked["skipped"][0]
+    assert "tp=3 cannot split llama-2-7b" in marked["skipped"][1]
     assert "tp3" not in replayed["scenario"].to_list() and replayed.height == 9
     assert (counts["n"] == 300 - 12).all()
     report = (tmp_path / "reports" / "report.md").read_text()

@@ -58,6 +58,7 @@ def conn():
             "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
             "idle_gpu_s": [4.5, None], "span_s": [5.1, None],
             "prefix_cache": pl.Series([None, None], dtype=pl.Utf8), "lower_precision": [False, True],
+            "price_only": [False, False],
             "skipped": [None, "gpu 'g' has no fp8 tensor throughput"]}))
         _build_report_tables(c)
         yield c
