@@ -7,7 +7,11 @@ config names must exist, and every what-if scenario of scenarios.csv must be wel
 name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
 deployment (fp8 on a GPU without fp8) is not a problem: the what-if replay skips it and records
 why, and the preflight returns that as a note. All problems are collected and reported together,
-one line each, naming the setting or file and what was expected.
+one line each, naming the setting or file (and its row and column) and what was expected: each
+check runs whatever the others found, except those that need what failed (the checks across
+catalog files need the files read; building the deployments needs catalog files without
+problems, and the scenarios' applicability those deployments), and a line says what was not
+checked.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ from pipelines.reports.scenarios import (
     ScenarioError,
     ScenarioNotApplicable,
     check_scenario_names,
-    load_scenarios,
+    read_scenarios,
     scenario_deployment,
 )
-from pipelines.roofline import CatalogError, load_catalog
-from pipelines.roofline.catalog import load_shape_buckets
+from pipelines.roofline import Catalog, CatalogError
+from pipelines.roofline.catalog import check_catalog, load_shape_buckets
 
 
 class ConfigurationError(ValueError):
@@ -113,13 +117,31 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
         load_shape_buckets(reference_dir)
     except CatalogError as exc:
         yield f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {exc}"
-    try:
-        catalog = load_catalog(reference_dir)
-    except CatalogError as exc:
-        yield f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {exc}"
-        return
+    catalog, problems = check_catalog(reference_dir)
+    yield from (f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {problem}" for problem in problems)
+    if catalog is None:
+        yield (f"FLEETSPEND_REFERENCE_DIR={reference_dir}: the deployments, the run config's"
+               f" deployment names and the scenarios' GPUs were not checked: they need every"
+               f" catalog file read")
+    elif problems:
+        yield (f"{catalog.file('deployments')}: the deployments were not built (their model, GPU,"
+               f" price plan and sizes checked together) because of the catalog problems above")
+    else:
+        yield from _deployment_problems(catalog, notes)
+    if catalog is not None:
+        names = set(catalog.deployment_names)
+        for setting, name in choices.deployments:
+            if name not in names:
+                yield (f"{setting}={name!r}: no such deployment; {catalog.file('deployments')}"
+                       f" has {', '.join(sorted(names))}")
+    yield from _scenario_problems(reference_dir / "scenarios.csv", catalog, choices, notes,
+                                  catalog_ok=not problems)
+
+
+def _deployment_problems(catalog: Catalog, notes: list[str]) -> Iterable[str]:
+    """Every deployment of a catalog whose files passed their checks must build; the notes get
+    the optional physics columns the files lack or leave empty."""
     notes += catalog.absent_columns() + catalog.empty_values()
-    names = set(catalog.deployment_names)
     for name in catalog.deployment_names:
         try:
             catalog.deployment(name)
@@ -129,30 +151,30 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
             yield (f"{catalog.file('deployments')}, deployment {name!r}: building it failed with"
                    f" {type(exc).__name__}: {exc} (the catalog checks missed this; please report"
                    f" it)")
-    for setting, name in choices.deployments:
-        if name not in names:
-            yield (f"{setting}={name!r}: no such deployment; {catalog.file('deployments')} has "
-                   f"{', '.join(sorted(names))}")
-    scenarios_file = reference_dir / "scenarios.csv"
-    try:
-        scenarios = load_scenarios(scenarios_file)
-    except ScenarioError as exc:
-        yield str(exc)
-        return
+
+
+def _scenario_problems(scenarios_file: Path, catalog: Catalog | None, choices: RunChoices,
+                       notes: list[str], catalog_ok: bool) -> Iterable[str]:
+    """Every problem of the scenarios file, whatever the catalog's (its rows are checked on
+    their own), and of the GPU and dtype names they give where the catalog's files read; where
+    the catalog and the scenarios are right, the scenarios that cannot apply to the replay's
+    deployment are notes."""
+    scenarios, problems = read_scenarios(scenarios_file)
+    yield from problems
     named_wrong = False
-    for scenario in scenarios:
+    for scenario in scenarios if catalog is not None else ():
         try:
             check_scenario_names(catalog, scenario)
         except ScenarioError as exc:
             named_wrong = True
             yield str(exc)   # names the file and the line
     setting, name = choices.replay or (None, None)
-    try:
-        baseline = catalog.deployment(name) if name in names and not named_wrong else None
-    except Exception:
-        baseline = None  # reported above
-    if baseline is None:
+    if not catalog_ok or problems or named_wrong or name not in catalog.deployment_names:
         return
+    try:
+        baseline = catalog.deployment(name)
+    except Exception:
+        return  # reported above
     for scenario in scenarios:  # names are known now: what fails here does not fit `baseline`
         try:
             scenario_deployment(catalog, baseline, scenario)

@@ -106,41 +106,50 @@ class Scenario:
         return 0.0 if self.prefix_cache == "off" else float(self.prefix_cache)
 
 
-def _check_whole_numbers(frame: pl.DataFrame, path: Path) -> None:
-    """ScenarioError naming the line (column `line`) and column of the first count that is not
-    a whole number ('two', '0.5'), instead of the CSV parser's message about dtypes and
-    null_values."""
+def _whole_number_problems(frame: pl.DataFrame, path: Path) -> list[str]:
+    """One line per count that is not a whole number ('two', '0.5'), naming its line (column
+    `line`) and column, instead of the CSV parser's message about dtypes and null_values."""
+    problems = []
     for name, dtype in COLUMNS.items():
         if dtype != pl.Int64:
             continue
         text = pl.col(name).str.strip_chars()
-        bad = frame.filter(
-            text.is_not_null() & text.cast(pl.Int64, strict=False).is_null())
-        if bad.height:
-            line, value = bad["line"][0], bad[name][0]
-            raise ScenarioError(f"scenarios file {path}, line {line}: {name}={value!r}, expected a "
-                                f"whole number >= 1")
+        bad = frame.filter(text.is_not_null() & text.cast(pl.Int64, strict=False).is_null())
+        problems += [f"scenarios file {path}, line {line}: {name}={value!r}, expected a whole"
+                     f" number >= 1" for line, value in bad.select("line", name).iter_rows()]
+    return problems
 
 
 def load_scenarios(path: Path) -> list[Scenario]:
-    """Read and check the scenarios file; every problem is one ScenarioError naming it."""
+    """Read and check the scenarios file; its problems are one ScenarioError naming each, one a
+    line (read_scenarios)."""
+    scenarios, problems = read_scenarios(path)
+    if problems:
+        raise ScenarioError("\n".join(problems))
+    return scenarios
+
+
+def read_scenarios(path: Path) -> tuple[list[Scenario], list[str]]:
+    """The scenarios of the file and every problem of it, one line each naming the file and the
+    line: each row is checked whatever the others got wrong, so that the preflight names them
+    all. A file that is missing, unreadable or has other columns is one problem, no scenario;
+    a count that is not a whole number is read as empty once named."""
     if not path.is_file():
-        raise ScenarioError(f"scenarios file {path} is missing: expected a CSV with columns "
-                            f"{', '.join(COLUMNS)}")
+        return [], [f"scenarios file {path} is missing: expected a CSV with columns"
+                    f" {', '.join(COLUMNS)}"]
     try:
         frame = pl.read_csv(path, infer_schema=False)   # as text: a bad count is named below
     except pl.exceptions.PolarsError as exc:
-        raise ScenarioError(f"scenarios file {path} is not a readable CSV: "
-                            f"{csv_problem(path, exc)}") from None
+        return [], [f"scenarios file {path} is not a readable CSV: {csv_problem(path, exc)}"]
     # a cell written "" (quoted) or of spaces only is empty: it keeps the baseline's value (and
     # a trailing column of such cells is one a spreadsheet added, dropped below)
     frame = frame.with_columns(pl.when(pl.col(c).str.strip_chars() != "").then(pl.col(c)).alias(c)
                                for c in frame.columns)
     frame = drop_unnamed_empty_columns(frame)
     if not set(COLUMNS) <= set(frame.columns) <= set(COLUMNS) | set(OPTIONAL_COLUMNS):
-        raise ScenarioError(f"scenarios file {path}: columns {frame.columns}, expected"
-                            f" {list(COLUMNS)}, and optionally {list(OPTIONAL_COLUMNS)}"
-                            f"{separator_hint(frame)}")
+        return [], [f"scenarios file {path}: columns {frame.columns}, expected"
+                    f" {list(COLUMNS)}, and optionally {list(OPTIONAL_COLUMNS)}"
+                    f"{separator_hint(frame)}"]
     frame = frame.with_columns(pl.lit(None, dtype).alias(name)
                                for name, dtype in OPTIONAL_COLUMNS.items() if name not in frame.columns)
     columns = {**COLUMNS, **OPTIONAL_COLUMNS}
@@ -148,45 +157,53 @@ def load_scenarios(path: Path) -> list[Scenario]:
     # is no scenario
     frame = frame.with_row_index("line", offset=2).filter(
         ~pl.all_horizontal(pl.col(list(columns)).is_null()))
-    _check_whole_numbers(frame, path)
+    problems = _whole_number_problems(frame, path)
     lines = frame["line"].to_list()
     scenarios = [Scenario(**row, origin=f"scenarios file {path}, line {line}")
                  for line, row in zip(lines, frame.select(
-                     pl.col(name).str.strip_chars().cast(dtype) if dtype == pl.Int64 else pl.col(name)
-                     for name, dtype in columns.items()).iter_rows(named=True), strict=True)]
+                     pl.col(name).str.strip_chars().cast(dtype, strict=False) if dtype == pl.Int64
+                     else pl.col(name) for name, dtype in columns.items()).iter_rows(named=True),
+                     strict=True)]
     if not scenarios:
-        raise ScenarioError(f"scenarios file {path} lists no scenario: expected at least one row "
-                            f"(the what_if report compares scenarios with the baseline)")
+        problems.append(f"scenarios file {path} lists no scenario: expected at least one row "
+                        f"(the what_if report compares scenarios with the baseline)")
     names = [s.scenario for s in scenarios]
     for line, s in zip(lines, scenarios, strict=True):
-        where = f"scenarios file {path}, line {line}"
-        if s.scenario is None or not _NAME.match(s.scenario) or s.scenario == "baseline":
-            raise ScenarioError(f"{where}: scenario name {s.scenario!r} must be lower-case letters, "
-                                f"digits, '-', '_' or '.', and not 'baseline'")
-        if names.count(s.scenario) > 1:
-            raise ScenarioError(f"{where}: scenario {s.scenario!r} appears more than once")
-        for label in ("tp", "replicas", "max_seqs", "output_cap"):
-            value = getattr(s, label)
-            if value is not None and value < 1:
-                raise ScenarioError(f"{where}: {label}={value}, expected a whole number >= 1")
-        if s.tp is not None and TENSOR_PARALLEL.refuses(s.tp):   # wrong on every baseline
-            raise ScenarioError(f"{where}: tp={s.tp}, expected {TENSOR_PARALLEL.expected}")
-        if s.prefix_cache is not None and s.prefix_cache != "off":
-            try:
-                share = float(s.prefix_cache)
-            except ValueError:
-                share = math.nan
-            if not 0.0 <= share < 1.0:
-                raise ScenarioError(f"{where}: prefix_cache={s.prefix_cache!r}, expected 'off' "
-                                    f"or a share of each prompt in [0, 1)")
-        if (s.price_provider is None) != (s.price_plan is None):
-            raise ScenarioError(f"{where}: price_provider={s.price_provider!r}, price_plan="
-                                f"{s.price_plan!r}: expected both (a provider and plan of"
-                                f" prices.csv) or neither (the baseline's price)")
-        if s.source is None:
-            raise ScenarioError(f"{where}: source is empty: expected where the scenario's numbers"
-                                f" come from, or that they are an assumption")
-    return scenarios
+        problems += [f"scenarios file {path}, line {line}: {problem}"
+                     for problem in _row_problems(s, names)]
+    return scenarios, problems
+
+
+def _row_problems(s: Scenario, names: list[str]) -> list[str]:
+    """What is wrong with one scenario row whatever the baseline (`names`: every row's name)."""
+    problems = []
+    if s.scenario is None or not _NAME.match(s.scenario) or s.scenario == "baseline":
+        problems.append(f"scenario name {s.scenario!r} must be lower-case letters, digits, '-',"
+                        f" '_' or '.', and not 'baseline'")
+    elif names.count(s.scenario) > 1:
+        problems.append(f"scenario {s.scenario!r} appears more than once")
+    for label in ("tp", "replicas", "max_seqs", "output_cap"):
+        value = getattr(s, label)
+        if value is not None and value < 1:
+            problems.append(f"{label}={value}, expected a whole number >= 1")
+    if s.tp is not None and s.tp >= 1 and TENSOR_PARALLEL.refuses(s.tp):   # wrong on every baseline
+        problems.append(f"tp={s.tp}, expected {TENSOR_PARALLEL.expected}")
+    if s.prefix_cache is not None and s.prefix_cache != "off":
+        try:
+            share = float(s.prefix_cache)
+        except ValueError:
+            share = math.nan
+        if not 0.0 <= share < 1.0:
+            problems.append(f"prefix_cache={s.prefix_cache!r}, expected 'off' or a share of each"
+                            f" prompt in [0, 1)")
+    if (s.price_provider is None) != (s.price_plan is None):
+        problems.append(f"price_provider={s.price_provider!r}, price_plan={s.price_plan!r}:"
+                        f" expected both (a provider and plan of prices.csv) or neither (the"
+                        f" baseline's price)")
+    if s.source is None:
+        problems.append("source is empty: expected where the scenario's numbers come from, or"
+                        " that they are an assumption")
+    return problems
 
 
 def check_scenario_names(catalog: Catalog, s: Scenario) -> None:

@@ -237,7 +237,8 @@ def another_model(name: str, requests: int, of: int, deployment: str, served: st
 
 
 class CatalogError(ValueError):
-    """A catalog file or a requested name is wrong; the message says which and what was expected."""
+    """A catalog file or a requested name is wrong; the message says which and what was expected
+    (load_catalog's names every problem it found, one a line)."""
 
 
 def _choices(frame: pl.DataFrame, column: str) -> str:
@@ -682,25 +683,24 @@ def _bucket_problem(rows: pl.DataFrame) -> str | None:
 ATTENTION_KINDS = ("MHA", "GQA", "MLA")
 
 
-def _check_attention(models: pl.DataFrame, file: Path) -> None:
+def _check_attention(models: pl.DataFrame, file: Path, problems: list[str]) -> None:
     """The attention kind decides the KV sizing (deployment.kv_bytes_per_token): a kind it does
     not know would be sized as grouped-query attention without a word, MHA / GQA query heads
     must split evenly over the KV heads, and MLA needs the ranks its latent is made of."""
     kind = pl.col("attention")
     _reject_values(models, "attention", file, f"one of {', '.join(ATTENTION_KINDS)}",
-                   ~models["attention"].is_in(ATTENTION_KINDS))
+                   ~models["attention"].is_in(ATTENTION_KINDS), problems)
     grouped = models.filter(kind != "MLA")
     _reject_values(grouped, "kv_heads", file, "a divisor of the row's q_heads (MHA / GQA)",
-                   grouped["q_heads"] % grouped["kv_heads"] != 0)
+                   grouped["q_heads"] % grouped["kv_heads"] != 0, problems)
     for column in ("kv_lora_rank", "qk_rope_head_dim"):
         empty = models.filter((kind == "MLA") & pl.col(column).is_null())
-        if empty.height:
-            raise CatalogError(f"catalog file {file}, row {empty['model'][0]!r}: {column} is empty:"
-                               f" expected a value for an MLA model (its KV latent is"
-                               f" kv_lora_rank + qk_rope_head_dim wide)")
+        problems += [f"catalog file {file}, row {model!r}: {column} is empty: expected a value"
+                     f" for an MLA model (its KV latent is kv_lora_rank + qk_rope_head_dim wide)"
+                     for model in empty["model"]]
 
 
-def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
+def _check_expert_split(models: pl.DataFrame, file: Path, problems: list[str]) -> None:
     """A mixture of experts (experts > experts_per_token) is split into shared and per-expert
     parameters from its total and active counts (deployment._expert_split_params): active =
     shared + k * per_expert and total = shared + E * per_expert, so k / E * total <= active <
@@ -715,7 +715,7 @@ def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
                    " experts_per_token): the active count is the shared parameters plus"
                    " experts_per_token experts'",
                    (moe["active_params_b"] >= moe["total_params_b"])
-                   | (moe["active_params_b"] < floor * (1 - 1e-9)))
+                   | (moe["active_params_b"] < floor * (1 - 1e-9)), problems)
     # A dense model (every expert used by every token) reads its total and multiplies its active
     # parameters: an active count below the total (say, embeddings left out) would price its
     # GEMMs for fewer parameters than its weight reads, without a word.
@@ -724,10 +724,10 @@ def _check_expert_split(models: pl.DataFrame, file: Path) -> None:
                    "the row's total_params_b for a dense model (experts <= experts_per_token:"
                    " every parameter is used by every token)",
                    (dense["active_params_b"] - dense["total_params_b"]).abs()
-                   > 1e-9 * dense["total_params_b"])
+                   > 1e-9 * dense["total_params_b"], problems)
 
 
-def _check_vocabulary(models: pl.DataFrame, file: Path) -> None:
+def _check_vocabulary(models: pl.DataFrame, file: Path, problems: list[str]) -> None:
     """The embedding table and the LM head (vocab_size x hidden_size each, one matrix where
     tied) are inside the shared parameters, those every token uses (a dense model's active
     count; a mixture's total less its experts, as deployment._expert_split_params derives
@@ -743,32 +743,30 @@ def _check_vocabulary(models: pl.DataFrame, file: Path) -> None:
         [1 if t else 2 for t in tied]) / 1e9
     total, active = models["total_params_b"], models["active_params_b"]
     experts, chosen = models["experts"], models["experts_per_token"]
-    moe = experts > chosen
+    moe = (experts > chosen).fill_null(False)
     shared = (total - experts * (total - active) / (experts - chosen)).zip_with(moe, active)
     _reject_values(models, "vocab_size", file,
                    "a vocabulary whose embedding table and LM head (vocab_size x hidden_size"
                    " each, one matrix where tied_embeddings) are less than the row's shared"
                    " parameters (active_params_b; for a mixture of experts, total_params_b less"
                    " the experts' share derived from the total and active counts)",
-                   vocab >= shared)
+                   vocab >= shared, problems)
 
 
 def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
-                   wrong: pl.Series) -> None:
-    """Raise CatalogError naming the file, row key and value of the first non-empty value of
-    `column` that `wrong` marks."""
+                   wrong: pl.Series, problems: list[str]) -> None:
+    """Add to `problems` one line per non-empty value of `column` that `wrong` marks, naming the
+    file, the row's key and the value."""
     bad = frame.filter(frame[column].is_not_null() & wrong)
-    if bad.height:
-        raise CatalogError(f"catalog file {file}, row {_row_key(bad, file)!r}:"
-                           f" {column}={bad[column][0]!r}: expected {expected} (see"
-                           f" data/reference/README.md)")
+    problems += [f"catalog file {file}, row {_row_key(bad, file, i)!r}: {column}={bad[column][i]!r}:"
+                 f" expected {expected} (see data/reference/README.md)" for i in range(bad.height)]
 
 
-def _row_key(rows: pl.DataFrame, file: Path) -> str:
-    """The first row's key as KEY_COLUMNS names it for the file's table ("h100-sxm / aws /
+def _row_key(rows: pl.DataFrame, file: Path, index: int = 0) -> str:
+    """The key of row `index` as KEY_COLUMNS names it for the file's table ("h100-sxm / aws /
     on-demand" in prices.csv, where the GPU alone names several rows)."""
     columns = KEY_COLUMNS.get(file.stem, rows.columns[:1])
-    return " / ".join(str(rows[c][0]) for c in columns)
+    return " / ".join(str(rows[c][index]) for c in columns)
 
 
 def as_meant(frame: pl.DataFrame) -> pl.DataFrame:
@@ -834,98 +832,144 @@ def csv_problem(file: Path, exc: Exception) -> str:
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:
-    """Read every catalog CSV in `path` (default data/reference/); a missing or unreadable file
-    raises CatalogError naming it."""
+    """Read every catalog CSV in `path` (default data/reference/); a missing or unreadable file,
+    and every problem `check_catalog` finds, raises CatalogError naming each, one a line."""
+    catalog, problems = check_catalog(path)
+    if problems:
+        raise CatalogError("\n".join(problems))
+    return catalog
+
+
+def check_catalog(path: str | Path | None = None) -> tuple[Catalog | None, list[str]]:
+    """The catalog in `path` (default data/reference/) and every problem of its files, one line
+    each naming the file, the row and the column; the catalog is None where a file is missing,
+    unreadable or lacks a column. Every check runs whatever the others found, so that one run
+    names every problem rather than the first (the preflight lists them all): a file's own
+    checks, and those across files, except the ones that need a file that did not read."""
     directory = Path(path) if path is not None else DEFAULT_REFERENCE_DIR
+    problems: list[str] = []
     frames = {}
     for table in TABLES:
         file = directory / f"{table}.csv"
-        if not file.is_file():
-            raise CatalogError(f"catalog file {file} is missing: expected the {table} table as CSV")
-        try:
-            frames[table] = pl.read_csv(file, infer_schema_length=None)
-        except pl.exceptions.PolarsError as exc:
-            raise CatalogError(f"catalog file {file} is not a readable CSV:"
-                               f" {csv_problem(file, exc)}") from None
-        frame = frames[table] = as_meant(frames[table])
-        missing = [c for c in REQUIRED_COLUMNS[table] if c not in frames[table].columns]
-        if missing:
-            raise CatalogError(f"catalog file {file} lacks column(s) {missing}"
-                               f" (see data/reference/README.md){separator_hint(frame)}")
-        for column in REQUIRED_COLUMNS[table]:
-            if column not in MAY_BE_EMPTY.get(table, ()):
-                empty = frame.filter(pl.col(column).is_null())
-                if empty.height:
-                    raise CatalogError(f"catalog file {file}, row {_row_key(empty, file)!r}: {column}"
-                                       f" is empty: expected a value (see"
-                                       f" data/reference/README.md)")
-        keys = KEY_COLUMNS[table]
-        shared = frame.group_by(keys, maintain_order=True).len().filter(pl.col("len") > 1)
-        if shared.height:
-            raise CatalogError(f"catalog file {file}, row {_row_key(shared, file)!r}:"
-                               f" {shared['len'][0]} rows share this {' / '.join(keys)}: expected"
-                               f" each once")
-        for column, rule in NUMBER_RANGES[table].items():
-            if column not in frame.columns:
-                continue  # an optional column (a required one is there: checked above)
-            if not frame[column].dtype.is_numeric():
-                _reject_values(frame, column, file, "a number",
-                               frame[column].cast(pl.Float64, strict=False).is_null())
-                frame = frame.with_columns(pl.col(column).cast(pl.Float64, strict=False))
-            _reject_values(frame, column, file, rule.expected, rule.wrong(frame[column]))
-            # a column's type is its rule's, not what its values happen to look like: an
-            # overhead written 0 everywhere is still a float column in the warehouse
-            frame = frame.with_columns(pl.col(column).cast(pl.Int64 if rule.whole else pl.Float64))
-        for column, bound, why in AT_MOST.get(table, ()):
-            _reject_values(frame, column, file, f"at most the row's {bound}{why}",
-                           frame[column] > frame[bound])
-        if table == "models":
-            _check_expert_split(frame, file)
-            _check_vocabulary(frame, file)
-        for column in BOOLEAN_COLUMNS.get(table, ()):
-            if column not in frame.columns:
-                continue  # an optional one (a required one is there: checked above)
-            if frame[column].dtype != pl.Boolean:  # e.g. TRUE: read as text, meant as a switch
-                text = frame[column].cast(pl.String).str.to_lowercase()
-                _reject_values(frame, column, file, "true or false", ~text.is_in(["true", "false"]))
-                frame = frame.with_columns(text.eq("true").alias(column))
-        frames[table] = frame
-    gpus = frames["gpus"]["gpu"]
-    _reject_values(frames["prices"], "gpu", directory / "prices.csv",
-                   f"a gpu of {directory / 'gpus.csv'} ({', '.join(sorted(gpus))})",
-                   ~frames["prices"]["gpu"].is_in(gpus.implode()))
-    defaults = frames["prices"].group_by("gpu", maintain_order=True).agg(pl.col("is_default").sum())
-    wrong = defaults.filter(pl.col("is_default") != 1)
-    if wrong.height:
-        gpu, count = wrong.row(0)
-        raise CatalogError(f"catalog file {directory / 'prices.csv'}, row {gpu!r}: {count} default"
-                           f" prices for {gpu}: expected exactly one row with is_default=true")
-    _check_attention(frames["models"], directory / "models.csv")
-    rounds = pl.col("allreduce_rounds")
-    unknown = frames["gpu_efficiency"].filter(~rounds.is_in(list(ALLREDUCE_ROUNDS)))
-    if unknown.height:
-        row = unknown.row(0, named=True)
-        raise CatalogError(f"allreduce_rounds={row['allreduce_rounds']!r} for {row['family']} /"
-                           f" {row['stack']} in {directory / 'gpu_efficiency.csv'}: expected one"
-                           f" of {', '.join(ALLREDUCE_ROUNDS)}")
-    for gpu_row in frames["gpus"].iter_rows(named=True):
+        frame = _read_table(file, table, problems)
+        if frame is not None:
+            frames[table] = _checked_table(frame, table, file, problems)
+    _check_across_files(frames, directory, problems)
+    catalog = Catalog(directory=directory, **frames) if len(frames) == len(TABLES) else None
+    return catalog, problems
+
+
+def _read_table(file: Path, table: str, problems: list[str]) -> pl.DataFrame | None:
+    """The catalog file as its author meant it (as_meant), or None and the problem where it is
+    missing, is not a readable CSV or lacks a required column: then it is checked no further."""
+    if not file.is_file():
+        problems.append(f"catalog file {file} is missing: expected the {table} table as CSV")
+        return None
+    try:
+        frame = as_meant(pl.read_csv(file, infer_schema_length=None))
+    except pl.exceptions.PolarsError as exc:
+        problems.append(f"catalog file {file} is not a readable CSV: {csv_problem(file, exc)}")
+        return None
+    missing = [c for c in REQUIRED_COLUMNS[table] if c not in frame.columns]
+    if missing:
+        problems.append(f"catalog file {file} lacks column(s) {missing}"
+                        f" (see data/reference/README.md){separator_hint(frame)}")
+        return None
+    return frame
+
+
+def _checked_table(frame: pl.DataFrame, table: str, file: Path, problems: list[str]) -> pl.DataFrame:
+    """`frame` with its number and true / false columns typed, after adding every problem of its
+    own rows to `problems`: empty values, shared keys, numbers out of range, switches. A value
+    found wrong is left empty, so that a later check does not name it again."""
+    for column in REQUIRED_COLUMNS[table]:
+        if column not in MAY_BE_EMPTY.get(table, ()):
+            empty = frame.filter(pl.col(column).is_null())
+            problems += [f"catalog file {file}, row {_row_key(empty, file, i)!r}: {column} is"
+                         f" empty: expected a value (see data/reference/README.md)"
+                         for i in range(empty.height)]
+    keys = KEY_COLUMNS[table]
+    shared = frame.group_by(keys, maintain_order=True).len().filter(pl.col("len") > 1)
+    problems += [f"catalog file {file}, row {_row_key(shared, file, i)!r}: {shared['len'][i]}"
+                 f" rows share this {' / '.join(keys)}: expected each once"
+                 for i in range(shared.height)]
+    for column, rule in NUMBER_RANGES[table].items():
+        if column not in frame.columns:
+            continue  # an optional column (a required one is there: checked above)
+        if not frame[column].dtype.is_numeric():
+            numbers = frame[column].cast(pl.Float64, strict=False)
+            _reject_values(frame, column, file, "a number", numbers.is_null(), problems)
+            frame = frame.with_columns(numbers.alias(column))
+        values = frame[column]
+        wrong = rule.wrong(values).fill_null(False)
+        _reject_values(frame, column, file, rule.expected, wrong, problems)
+        # a column's type is its rule's, not what its values happen to look like: an
+        # overhead written 0 everywhere is still a float column in the warehouse
+        kept = values.zip_with(~wrong, pl.Series([None] * frame.height, dtype=values.dtype))
+        frame = frame.with_columns(kept.cast(pl.Int64 if rule.whole else pl.Float64).alias(column))
+    for column, bound, why in AT_MOST.get(table, ()):
+        _reject_values(frame, column, file, f"at most the row's {bound}{why}",
+                       frame[column] > frame[bound], problems)
+    if table == "models":
+        _check_expert_split(frame, file, problems)
+        _check_vocabulary(frame, file, problems)
+        _check_attention(frame, file, problems)
+    if table == "gpu_efficiency":
+        unknown = frame.filter(~pl.col("allreduce_rounds").is_in(list(ALLREDUCE_ROUNDS)))
+        problems += [f"allreduce_rounds={row['allreduce_rounds']!r} for {row['family']} /"
+                     f" {row['stack']} in {file}: expected one of {', '.join(ALLREDUCE_ROUNDS)}"
+                     for row in unknown.iter_rows(named=True)]
+    for column in BOOLEAN_COLUMNS.get(table, ()):
+        if column not in frame.columns:
+            continue  # an optional one (a required one is there: checked above)
+        if frame[column].dtype != pl.Boolean:  # e.g. TRUE: read as text, meant as a switch
+            text = frame[column].cast(pl.String).str.to_lowercase()
+            known = text.is_in(["true", "false"])
+            _reject_values(frame, column, file, "true or false", ~known, problems)
+            frame = frame.with_columns(text.eq("true").zip_with(
+                known, pl.Series([None] * frame.height, dtype=pl.Boolean)).alias(column))
+    return frame
+
+
+def _check_across_files(frames: dict[str, pl.DataFrame], directory: Path,
+                        problems: list[str]) -> None:
+    """Add to `problems` what the rows of one file get wrong about another's (a price's GPU, a
+    GPU's family) and the GPUs' dtype lists; a check whose file did not read is not run."""
+    gpus, prices = frames.get("gpus"), frames.get("prices")
+    if gpus is not None and prices is not None:
+        _reject_values(prices, "gpu", directory / "prices.csv",
+                       f"a gpu of {directory / 'gpus.csv'} ({', '.join(sorted(gpus['gpu']))})",
+                       ~prices["gpu"].is_in(gpus["gpu"].implode()), problems)
+    if prices is not None:   # a GPU whose is_default is empty or wrong is named for that alone
+        defaults = prices.group_by("gpu", maintain_order=True).agg(
+            pl.col("is_default").sum(), pl.col("is_default").null_count().alias("unread"))
+        for gpu, count, _ in defaults.filter((pl.col("is_default") != 1)
+                                             & (pl.col("unread") == 0)).iter_rows():
+            problems.append(f"catalog file {directory / 'prices.csv'}, row {gpu!r}: {count}"
+                            f" default prices for {gpu}: expected exactly one row with"
+                            f" is_default=true")
+    if gpus is None:
+        return
+    efficiency = frames.get("gpu_efficiency")
+    families = None if efficiency is None else efficiency["family"].to_list()
+    for gpu_row in gpus.iter_rows(named=True):
         for dtype in _weight_only(gpu_row):
             if dtype not in DTYPE_BYTES or _has_peak(gpu_row, dtype) or not _has_peak(gpu_row, "bf16"):
-                raise CatalogError(
+                problems.append(
                     f"weight_only_dtypes lists {dtype!r} for {gpu_row['gpu']} in"
                     f" {directory / 'gpus.csv'}: expected dtypes of {', '.join(DTYPE_BYTES)}"
                     f" that the GPU has no tensor throughput for, on a GPU with a bf16 peak"
                     f" to compute them at")
-        families = frames["gpu_efficiency"]["family"].to_list()
-        if gpu_row["family"] not in families:
+        if families is not None and gpu_row["family"] is not None and gpu_row["family"] not in families:
             # else only a deployment on it said so, and a what-if swap to it was a note, skipped
-            raise CatalogError(
+            problems.append(
                 f"family of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
                 f" {gpu_row['family']!r}: expected a family of"
                 f" {directory / 'gpu_efficiency.csv'} ({', '.join(sorted(set(families)))}), whose"
                 f" row holds its efficiency factors")
-        if gpu_row.get("allreduce_family") and gpu_row["allreduce_family"] not in families:
-            raise CatalogError(
+        if (families is not None and gpu_row.get("allreduce_family")
+                and gpu_row["allreduce_family"] not in families):
+            problems.append(
                 f"allreduce_family of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
                 f" {gpu_row['allreduce_family']!r}: expected a family of"
                 f" {directory / 'gpu_efficiency.csv'} ({', '.join(sorted(set(families)))}), or"
@@ -933,8 +977,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
         stored = _kv_cache_dtypes(gpu_row)
         wrong = [d for d in stored if d not in DTYPE_BYTES]
         if wrong or not stored:
-            raise CatalogError(
+            problems.append(
                 f"kv_cache_dtypes of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
                 f" {gpu_row['kv_cache_dtypes']!r}: expected the `;`-separated dtypes of"
                 f" {', '.join(DTYPE_BYTES)} that serving engines store a KV cache in on it")
-    return Catalog(directory=directory, **frames)

@@ -160,6 +160,59 @@ def test_shape_buckets_with_a_gap_fail_before_any_step(tmp_path, monkeypatch, ca
     assert "unknown gpu 'h100-sxmm'" in err
 
 
+
+def test_every_catalog_and_scenario_problem_is_listed_in_one_run(tmp_path, monkeypatch, capsys):
+    """Mistakes in several files (an empty gpus.csv source, a model listed twice, an empty
+    scenario source, an unknown scenario GPU) were named one per run: the first, and the scenarios
+    not at all once the catalog failed. Each is a line now; the deployments, which need the
+    whole catalog right, say they were not built."""
+    folder = Path(_reference(tmp_path))
+    gpus = pl.read_csv(folder / "gpus.csv", infer_schema=False)
+    gpus.with_columns(source=pl.when(pl.col("gpu") == "l4").then(None)
+                      .otherwise(pl.col("source"))).write_csv(folder / "gpus.csv")
+    models = pl.read_csv(folder / "models.csv", infer_schema=False)
+    pl.concat([models, models.filter(pl.col("model") == "llama-2-13b")]).write_csv(folder / "models.csv")
+    with open(folder / "scenarios.csv", "a") as handle:
+        handle.write('unsourced,"no source",,,,,2,,,,\n')
+        handle.write('h300,"a GPU that does not exist",h300-sxm,,,,,,,,x\n')
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(folder))
+    code, _, err = _command(tmp_path, monkeypatch, capsys,
+                            '{"ops": {"replayed_fleet": {"config": {"deployment": "nope"}}}}')
+    problems = err.splitlines()[1:]
+    assert code == 2 and len(problems) == 6, err
+    assert f"{folder / 'gpus.csv'}, row 'l4': source is empty" in problems[0]
+    assert f"{folder / 'models.csv'}, row 'llama-2-13b': 2 rows share this model" in problems[1]
+    assert "deployments were not built" in problems[2] and "problems above" in problems[2]
+    assert problems[3].startswith("- replayed_fleet.deployment='nope': no such deployment")
+    lines = (folder / "scenarios.csv").read_text().count("\n")
+    assert f"scenarios.csv, line {lines - 1}: source is empty" in problems[4]
+    assert "scenario 'h300': unknown gpu 'h300-sxm'" in problems[5]
+
+
+def test_a_catalog_file_that_does_not_read_says_what_was_not_checked(tmp_path, monkeypatch, capsys):
+    """A catalog file the CSV reader refuses stops the checks that need it, and the message says
+    so; the other files' checks and the scenarios' run all the same."""
+    folder = Path(_reference(tmp_path))
+    (folder / "gpus.csv").unlink()
+    prices = pl.read_csv(folder / "prices.csv", infer_schema=False)
+    first = pl.int_range(pl.len()) == 0
+    prices.with_columns(is_default=pl.when(first).then(pl.lit("yes")).otherwise("is_default"),
+                        usd_per_gpu_hour=pl.when(pl.int_range(pl.len()) == 1).then(pl.lit("-1"))
+                        .otherwise("usd_per_gpu_hour")).write_csv(folder / "prices.csv")
+    with open(folder / "scenarios.csv", "a") as handle:
+        handle.write('twice,"x",,,,,two,,,,x\n')
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(folder))
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    problems = err.splitlines()[1:]
+    assert code == 2 and len(problems) == 5, err
+    assert f"catalog file {folder / 'gpus.csv'} is missing" in problems[0]
+    assert "usd_per_gpu_hour=-1.0: expected a number > 0" in problems[1]
+    assert "is_default='yes': expected true or false" in problems[2]   # and not "0 defaults"
+    assert "the deployments, the run config's deployment names and the scenarios' GPUs were not" \
+           " checked: they need every catalog file read" in problems[3]
+    assert "replicas='two', expected a whole number >= 1" in problems[4]
+
+
 def _command(tmp_path, monkeypatch, capsys, config_text: str | None) -> tuple[int, str, str]:
     """python -m pipelines.defs.preflight [-c config], in process: exit code, stdout, stderr."""
     from pipelines.defs.preflight import main

@@ -90,6 +90,20 @@ def test_bad_rows_name_the_file_and_line(tmp_path, rows, message):
     assert str(path) in text and ("line 2" in text or "line 3" in text)
 
 
+
+def test_every_bad_row_is_named_in_one_error(tmp_path):
+    """Each wrong row and cell has its line, not the first alone."""
+    path = _write(tmp_path, ["a,x,,two,,,,,,,x", "b,y,,,,,0,,,,", "a,z,,,,,,,,,x"])
+    with pytest.raises(ScenarioError) as err:
+        load_scenarios(path)
+    assert [line.removeprefix(f"scenarios file {path}, ") for line in str(err.value).splitlines()] == [
+        "line 2: tp='two', expected a whole number >= 1",
+        "line 2: scenario 'a' appears more than once",
+        "line 3: replicas=0, expected a whole number >= 1",
+        "line 3: source is empty: expected where the scenario's numbers come from, or that they"
+        " are an assumption",
+        "line 4: scenario 'a' appears more than once"]
+
 def test_a_line_with_an_unquoted_comma_is_named(tmp_path):
     path = _write(tmp_path, ["a,x,,,,,,,,,", "b,swap to h200, same tp,h200-sxm,,,,,,,,assumption"])
     with pytest.raises(ScenarioError, match=rf"scenarios file {re.escape(str(path))} is not a"

@@ -430,6 +430,23 @@ def _set(folder, table: str, key: str, column: str, value: str | None) -> None:
                        ).write_csv(folder / f"{table}.csv")
 
 
+
+def test_every_problem_of_the_catalog_is_one_line_of_one_error(copied):
+    """Two wrong values of one column, a wrong value in another file and a wrong family each
+    have their line: the first alone was named, one run per mistake."""
+    _set(copied, "deployments", "seed-example", "replicas", "-1")
+    _set(copied, "deployments", "azure-2023-70b-h100", "replicas", "0")
+    _set(copied, "models", "llama-2-7b", "layers", "thirty-two")
+    _set(copied, "gpus", "l4", "family", "lovelace")
+    with pytest.raises(CatalogError) as info:
+        load_catalog(copied)
+    lines = str(info.value).splitlines()
+    assert len(lines) == 4, lines
+    assert "models.csv, row 'llama-2-7b': layers='thirty-two': expected a number" in lines[0]
+    assert "deployments.csv, row 'azure-2023-70b-h100': replicas=0: expected a whole" in lines[1]
+    assert "deployments.csv, row 'seed-example': replicas=-1: expected a whole" in lines[2]
+    assert lines[3].startswith(f"family of l4 in {copied / 'gpus.csv'} is 'lovelace'")
+
 @pytest.mark.parametrize(("table", "key", "column"), [
     ("models", "deepseek-v3", "q_lora_rank"),
     ("gpus", "h100-sxm", "hbm_bandwidth_gbs"),
