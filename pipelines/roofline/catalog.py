@@ -668,6 +668,13 @@ def _bucket_problem(rows: pl.DataFrame) -> str | None:
         return "a bucket without a lower edge or a label"
     if rows["label"].n_unique() < rows.height:
         return f"label {rows.filter(pl.col('label').is_duplicated())['label'][0]!r} is used twice"
+    spaced = rows.filter(pl.col("label") != pl.col("label").str.strip_chars())
+    if spaced.height:
+        return f"label {spaced['label'][0]!r} has spaces around it: expected the label alone"
+    twins = rows.filter(pl.col("label").str.to_lowercase().is_duplicated())
+    if twins.height:   # two shapes the report would name alike
+        return (f"labels {' and '.join(map(repr, twins['label']))} differ only in letter case:"
+                f" expected each label once, spelt one way")
     if rows["lower"][0] > 1:
         return f"the first starts at {rows['lower'][0]}: expected 1 or less (a request has 1 token or more)"
     for bucket, following in zip(rows.iter_rows(named=True), rows[1:].iter_rows(named=True)):
@@ -893,6 +900,7 @@ def _checked_table(frame: pl.DataFrame, table: str, file: Path, problems: list[s
     problems += [f"catalog file {file}, row {_row_key(shared, file, i)!r}: {shared['len'][i]}"
                  f" rows share this {' / '.join(keys)}: expected each once"
                  for i in range(shared.height)]
+    problems += _key_spelling_problems(frame, file)
     for column, rule in NUMBER_RANGES[table].items():
         if column not in frame.columns:
             continue  # an optional column (a required one is there: checked above)
@@ -930,6 +938,32 @@ def _checked_table(frame: pl.DataFrame, table: str, file: Path, problems: list[s
                 known, pl.Series([None] * frame.height, dtype=pl.Boolean)).alias(column))
     return frame
 
+
+def _key_spelling_problems(frame: pl.DataFrame, file: Path) -> list[str]:
+    """A key (KEY_COLUMNS) with spaces around it, and keys that differ only in letter case or
+    such spaces ('Qwen2.5-7B' beside 'qwen2.5-7b', 'h100-sxm ' beside 'h100-sxm'): each loaded as
+    a row of its own, a near twin that another file, a run config or a what-if scenario names
+    by mistake, and that a log's model name cannot tell apart (model_named). One line each."""
+    keys = KEY_COLUMNS[file.stem]
+    problems = []
+    for column in keys:
+        text = frame[column].cast(pl.String)
+        spaced = frame.filter(text != text.str.strip_chars())
+        problems += [f"catalog file {file}, row {_row_key(spaced, file, i)!r}: {column}="
+                     f"{spaced[column][i]!r} has spaces around it: expected the name alone"
+                     for i in range(spaced.height)]
+    folded = [pl.col(c).cast(pl.String).str.strip_chars().str.to_lowercase().alias(f"folded {c}")
+              for c in keys]
+    rows = (frame.filter(pl.all_horizontal(pl.col(keys).is_not_null()))
+            .unique(subset=keys, maintain_order=True)   # a key written twice is named above
+            .select(*keys, *folded))
+    twins = rows.filter(pl.len().over([f"folded {c}" for c in keys]) > 1)
+    for _, group in twins.group_by([f"folded {c}" for c in keys], maintain_order=True):
+        spellings = " and ".join(repr(_row_key(group, file, i)) for i in range(group.height))
+        problems.append(f"catalog file {file}, rows {spellings} differ only in letter case or"
+                        f" spaces around their {' / '.join(keys)}: expected each {' / '.join(keys)}"
+                        f" once, spelt one way")
+    return problems
 
 def _check_across_files(frames: dict[str, pl.DataFrame], directory: Path,
                         problems: list[str]) -> None:

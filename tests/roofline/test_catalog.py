@@ -447,6 +447,34 @@ def test_every_problem_of_the_catalog_is_one_line_of_one_error(copied):
     assert "deployments.csv, row 'seed-example': replicas=-1: expected a whole" in lines[2]
     assert lines[3].startswith(f"family of l4 in {copied / 'gpus.csv'} is 'lovelace'")
 
+
+@pytest.mark.parametrize(("table", "key", "column", "spelt", "named"), [
+    ("models", "llama-2-7b", "model", "Llama-2-7B",
+     "models.csv, rows 'llama-2-7b' and 'Llama-2-7B' differ only in letter case"),
+    ("gpus", "l4", "gpu", "L4", "gpus.csv, rows 'l4' and 'L4' differ only in letter case or spaces around their gpu:"),
+    ("deployments", "seed-example", "deployment", " seed-example",
+     "deployments.csv, row ' seed-example': deployment=' seed-example' has spaces around it:"
+     " expected the name alone"),
+    ("prices", "l4", "provider", "RunPod",
+     "prices.csv, rows 'l4 / runpod / on-demand' and 'l4 / RunPod / on-demand' differ only in"
+     " letter case or spaces around their gpu / provider / plan: expected each gpu / provider /"
+     " plan once"),
+    ("gpu_efficiency", "hopper", "stack", "Current",
+     "gpu_efficiency.csv, rows 'hopper / current' and 'hopper / Current' differ only in letter case"),
+])
+def test_keys_that_differ_only_in_case_or_spaces_are_refused(copied, table, key, column, spelt,
+                                                             named):
+    """`Qwen2.5-7B` beside `qwen2.5-7b`, or a gpu `h100-sxm ` with a trailing space, loaded as rows
+    of their own: near twins that another file, a run config or a log name by mistake."""
+    rows = pl.read_csv(copied / f"{table}.csv", infer_schema=False)
+    twin = rows.filter(pl.col(rows.columns[0]) == key).head(1).with_columns(pl.lit(spelt).alias(column))
+    pl.concat([rows, twin]).write_csv(copied / f"{table}.csv")
+    with pytest.raises(CatalogError) as info:
+        load_catalog(copied)
+    assert named in str(info.value)
+    if spelt != spelt.strip():   # the twin of the key spelt without its spaces is named too
+        assert "differ only in letter case or spaces around their deployment" in str(info.value)
+
 @pytest.mark.parametrize(("table", "key", "column"), [
     ("models", "deepseek-v3", "q_lora_rank"),
     ("gpus", "h100-sxm", "hbm_bandwidth_gbs"),
@@ -775,10 +803,15 @@ def test_shape_buckets_tile_every_token_count():
      r"output buckets: the last, 'long answer', ends at 4096: expected it open-ended"),
     (("output,64,,long answer", "output,64,,short answer"),
      r"output buckets: label 'short answer' is used twice"),
+    (("output,64,,long answer", "output,64,,Short Answer"),
+     r"output buckets: labels 'short answer' and 'Short Answer' differ only in letter case"),
+    (("output,64,,long answer", "output,64,,long answer "),
+     r"output buckets: label 'long answer ' has spaces around it"),
     (("prompt,1,128", "prompt,16,128"), r"prompt buckets: the first starts at 16"),
     (("output,", "answer,"), r"dimension 'answer': expected one of prompt, output|output buckets: none"),
     (("prompt,1,128", "prompt,one,128"), r"not a readable CSV of whole-number edges"),
-], ids=["gap", "closed", "duplicate", "late-start", "unknown-dimension", "text-edge"])
+], ids=["gap", "closed", "duplicate", "case-twin", "spaced", "late-start", "unknown-dimension",
+         "text-edge"])
 def test_shape_buckets_that_do_not_tile_are_named(tmp_path, edit, named):
     (tmp_path / "shape_buckets.csv").write_text(BUCKETS.replace(*edit))
     with pytest.raises(CatalogError, match=rf"shape bucket file .*shape_buckets.csv.*({named})"):
