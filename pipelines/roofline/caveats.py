@@ -22,13 +22,39 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Caveat:
+    """A class of deployment (`applies`) and its warning: one text, or one per deployment where
+    the words must name what the deployment runs on."""
+
     name: str
     applies: Callable[[Deployment], bool]
-    text: str
+    text: str | Callable[[Deployment], str]
+
+    def says(self, d: Deployment) -> str:
+        return self.text(d) if callable(self.text) else self.text
 
 
 def _mla_moe(d: Deployment) -> bool:
     return d.model.attention == "MLA" and d.model.experts > 1
+
+
+MEASURED_CDNA3 = "mi300x"   # the only CDNA3 GPU of the validation's runs
+
+
+def _cdna3_decode(d: Deployment) -> str:
+    """The cdna3 caveat in the words of `d`'s GPU: its figures are MI300X runs, so on another
+    CDNA3 GPU (a user's MI325X) it names that GPU and says they are MI300X's, whose estimated
+    family factors it is costed with; "MI300X decode" there claimed a measurement of the wrong
+    GPU."""
+    if d.gpu.gpu.casefold() == MEASURED_CDNA3:
+        subject, runs = "MI300X decode", "runs"
+    else:
+        subject = (f"{d.gpu.gpu} decode (a CDNA3 GPU, costed with the cdna3 factors estimated on"
+                   f" MI300X; no measurement of {d.gpu.gpu} is checked)")
+        runs = "runs on MI300X"
+    return (f"{subject}: against AMD's and Oracle's vLLM {runs} the modelled step is up to 23%"
+            f" too slow at batch 1 and up to 36% too fast at batch 128, and max-load throughput"
+            f" up to 35% too high (the cdna3 factors are estimates, docs/physics.md sections 4"
+            f" and 5); calibrate on your own logs.")
 
 
 CAVEATS = (
@@ -63,17 +89,14 @@ CAVEATS = (
     Caveat(
         "cdna3-decode",
         lambda d: d.gpu.family == "cdna3",
-        "MI300X decode: against AMD's and Oracle's vLLM runs the modelled step is up to 23% too"
-        " slow at batch 1 and up to 36% too fast at batch 128, and max-load throughput up to 35%"
-        " too high (the cdna3 factors are estimates, docs/physics.md sections 4 and 5);"
-        " calibrate on your own logs.",
+        _cdna3_decode,
     ),
 )
 
 
 def caveats(d: Deployment) -> list[str]:
     """The caveats that apply to deployment `d`, in CAVEATS order."""
-    return [c.text for c in CAVEATS if c.applies(d)]
+    return [c.says(d) for c in CAVEATS if c.applies(d)]
 
 
 def caveat_column(d: Deployment) -> str:

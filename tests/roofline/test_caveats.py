@@ -4,6 +4,8 @@ tests/roofline/test_validation.py::test_rows_beyond_35_percent_are_caveats_or_ex
 
 from __future__ import annotations
 
+import shutil
+
 import duckdb
 import polars as pl
 import pytest
@@ -39,6 +41,28 @@ def test_caveats_name_the_classes(catalog):
     assert "DeepSeek-V3" in deepseek.as_row()["caveat"] and h100.as_row()["caveat"] == ""
     assert h100_tp4.as_row()["caveat"].startswith("Tensor parallelism 4-8 under heavy decode")
 
+
+
+def test_the_cdna3_caveat_names_the_gpu_it_is_shown_for(catalog, tmp_path):
+    """On a user's MI325X (family cdna3) the caveat said "MI300X decode: ...", a warning about
+    another GPU; it names the MI325X and says its figures are MI300X runs. MI300X's is as it was."""
+    shutil.copytree(catalog.directory, tmp_path / "reference")
+    gpus = pl.read_csv(tmp_path / "reference" / "gpus.csv", infer_schema=False)
+    prices = pl.read_csv(tmp_path / "reference" / "prices.csv", infer_schema=False)
+    pl.concat([gpus, gpus.filter(pl.col("gpu") == "mi300x").with_columns(
+        gpu=pl.lit("mi325x"), memory_gb=pl.lit("256"), memory_gib=pl.lit("255.98"))]
+    ).write_csv(tmp_path / "reference" / "gpus.csv")
+    pl.concat([prices, prices.filter((pl.col("gpu") == "mi300x") & (pl.col("is_default") == "true"))
+               .with_columns(gpu=pl.lit("mi325x"))]).write_csv(tmp_path / "reference" / "prices.csv")
+    mi325x = load_catalog(tmp_path / "reference").build(model="llama-3.1-70b", gpu="mi325x", tp=8)
+    mi300x = catalog.build(model="llama-3.1-70b", gpu="mi300x", tp=8)
+    [on_mi325x], [on_mi300x] = caveats(mi325x), caveats(mi300x)
+    assert on_mi325x.startswith("mi325x decode (a CDNA3 GPU, costed with the cdna3 factors"
+                                " estimated on MI300X; no measurement of mi325x is checked):"
+                                " against AMD's and Oracle's vLLM runs on MI300X the modelled step")
+    assert "MI300X decode" not in on_mi325x
+    assert on_mi300x.startswith("MI300X decode: against AMD's and Oracle's vLLM runs the modelled")
+    assert on_mi300x.split(" the modelled step ")[1] == on_mi325x.split(" the modelled step ")[1]
 
 def test_report_caveats_are_those_of_the_replayed_and_what_if_deployments():
     """Each caveat once: a baseline one with the deployments it applies to; a what-if one with
