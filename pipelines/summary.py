@@ -1,6 +1,6 @@
-"""`python -m pipelines.summary`: print the fleet summary, the top request shapes, the what-if
-savings and the top of the chargeback from the warehouse (read-only), and say where the
-warehouse and the report files are.
+"""`python -m pipelines.summary`: print the fleet summary (led by the deployment replayed and the
+price its dollars are at), the top request shapes, the what-if savings and the top of the
+chargeback from the warehouse (read-only), and say where the warehouse and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
 leave them out), then those it read with no usable row and those with another's content (counted
 twice), the requests the replay set aside as unservable and the traces whose log names another
@@ -42,6 +42,7 @@ from pipelines.reports.text import (
     WHAT_IF_COLUMNS,
     ReportTables,
     chargeback_note,
+    deployment_sentence,
     other_model_lines,
     headline,
     markdown_table,
@@ -78,6 +79,8 @@ READS = _union(
      "fleet_summary": ("requests", "attributed_usd", "idle_usd", "spend_usd")},  # chargeback_note
     {"roofline": ("deployment", "caveat"), "request_stages": ("deployment", "scenario"),
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
+    {"deployment_prices": ("deployment", "provider", "plan", "usd_per_gpu_hour"),
+     "request_stages": ("deployment", "scenario")},  # sql/report_prices.sql
     {"trace_files": ("file", "rows_accepted", "ingested_at", "sha256"),
      "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
     {"trace_files": ("file", "rows_read", "rows_accepted"),
@@ -170,6 +173,7 @@ def main(top: int = 10) -> int:
                 return 1
             tables = ReportTables.read(conn)
             caveats = run_sql(conn, "report_caveats").fetchall()
+            prices = run_sql(conn, "report_prices").fetchall()
             ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
             failed = run_sql(conn, "summary_failed_files").fetchall()
             unusable = run_sql(conn, "summary_unusable_files").fetchall()
@@ -181,7 +185,7 @@ def main(top: int = 10) -> int:
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
     _print_summary(path, tables, caveats, ingested, failed, unusable, duplicates, unserved,
-                   other_models, calibrated, top)
+                   other_models, calibrated, top, prices)
     return 0
 
 
@@ -258,9 +262,11 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
                    ingested: set[str], failed: list[tuple], unusable: list[tuple],
                    duplicates: list[str], unserved: list[tuple], other_models: list[str],
-                   calibrated: list[tuple], top: int) -> None:
+                   calibrated: list[tuple], top: int, prices: list[tuple]) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
-    here is a bug of the summary, and it propagates as one."""
+    here is a bug of the summary, and it propagates as one. `prices`: rows of
+    sql/report_prices.sql, the deployment replayed and its price, said as the report says them
+    (text.deployment_sentence): every dollar below is GPU-hours at that price."""
     if failed:
         print(f"\n== Trace files the last ingest could not read: {len(failed)} ==")
         print("\n".join(_failed_lines(failed)))
@@ -304,6 +310,8 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print("(catalog → fitted; the figures below keep the catalog's factors. Per shape: FROM"
               " calibration_errors)")
     print("\n== Fleet summary ==")
+    if prices:
+        print(deployment_sentence(", ".join(name for name, *_ in prices), prices))
     print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
     print(f"\n== Top {top} request shapes by share of spend ==")
     print(markdown_table(tables.shape_spend.sort("rank").head(top), SHAPES_SHOWN))

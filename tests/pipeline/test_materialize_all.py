@@ -363,6 +363,21 @@ def test_summary_names_a_log_priced_as_another_model_than_it_names(demo_run, tmp
     assert "another model" not in untouched
 
 
+def test_summary_names_the_deployment_replayed_and_its_price(demo_run, tmp_path, monkeypatch,
+                                                             capsys):
+    """The report and the preflight name the deployment the traces replayed on, and the report
+    its price; the summary (cron's last command) named neither, though every dollar it prints is
+    GPU-hours at that price. Its fleet section leads with them, from the warehouse."""
+    def cheaper(conn):   # the price of the plan the roofline names, as a new prices.csv has it
+        conn.execute("UPDATE prices SET usd_per_gpu_hour = 1.85 WHERE gpu = 'h100-sxm'"
+                     " AND provider = 'coreweave' AND plan = 'on-demand'")
+    for change, price in ((lambda conn: None, "$6.155"), (cheaper, "$1.85")):
+        out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, change)
+        assert out.split("== Fleet summary ==\n")[1].splitlines()[0] == (
+            "Deployment replayed: `azure-2023-70b-h100` (the `roofline` table holds its"
+            f" coefficients), priced at {price} per GPU-hour, coreweave on-demand"
+            " (`deployment_prices`).")
+
 def test_summary_prints_the_top_of_the_chargeback(demo_run, tmp_path, monkeypatch, capsys):
     """Whoever splits the bill by model or tenant read it only in the report: the summary prints
     the top rows of each dimension with what the table leaves out (idle GPUs, requests that
