@@ -115,8 +115,9 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
         return
     try:
         load_shape_buckets(reference_dir)
-    except CatalogError as exc:
-        yield f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {exc}"
+    except CatalogError as exc:   # one problem a line
+        yield from (f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {line}"
+                    for line in str(exc).splitlines())
     catalog, problems = check_catalog(reference_dir)
     yield from (f"FLEETSPEND_REFERENCE_DIR={reference_dir}: {problem}" for problem in problems)
     if catalog is None:

@@ -629,7 +629,8 @@ def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:
     tile the token counts a request can have (from 1 up, each bucket's upper edge the next one's
     lower, the last open-ended) with distinct labels: the reports' SQL drops a request no bucket
     holds, and the calibration files it under the bucket below, so a gap would make them
-    disagree. A problem raises CatalogError naming the file and the bucket."""
+    disagree. Problems raise one CatalogError naming the file and the bucket of each, one a
+    line (a dimension's tiling is checked whatever the other's)."""
     file = (Path(path) if path is not None else DEFAULT_REFERENCE_DIR) / "shape_buckets.csv"
     if not file.is_file():
         raise CatalogError(f"shape bucket file {file} is missing: expected the prompt and output"
@@ -643,20 +644,23 @@ def load_shape_buckets(path: str | Path | None = None) -> pl.DataFrame:
     missing = [c for c in SHAPE_BUCKET_COLUMNS if c not in buckets.columns]
     if missing:
         raise CatalogError(f"shape bucket file {file} lacks column(s) {missing}")
+    # the README's rule for every reference file, unchecked here before
     unsourced = buckets.filter(pl.col("source").is_null())
-    if unsourced.height:   # the README's rule for every reference file, unchecked here before
-        raise CatalogError(f"shape bucket file {file}, {unsourced['dimension'][0]} bucket"
-                           f" {unsourced['label'][0]!r}: source is empty: expected where its edges"
-                           f" come from, or that they are a choice (see data/reference/README.md)")
-    for dimension in SHAPE_DIMENSIONS:
+    problems = [f"shape bucket file {file}, {dimension} bucket {label!r}: source is empty:"
+                f" expected where its edges come from, or that they are a choice (see"
+                f" data/reference/README.md)"
+                for dimension, label in unsourced.select("dimension", "label").iter_rows()]
+    for dimension in SHAPE_DIMENSIONS:   # each dimension's tiling, whatever the other's
         rows = buckets.filter(pl.col("dimension") == dimension).sort("lower")
         problem = _bucket_problem(rows)
         if problem:
-            raise CatalogError(f"shape bucket file {file}, {dimension} buckets: {problem}")
+            problems.append(f"shape bucket file {file}, {dimension} buckets: {problem}")
     unknown = buckets.filter(~pl.col("dimension").is_in(SHAPE_DIMENSIONS))
-    if unknown.height:
-        raise CatalogError(f"shape bucket file {file}: dimension {unknown['dimension'][0]!r}:"
-                           f" expected one of {', '.join(SHAPE_DIMENSIONS)}")
+    problems += [f"shape bucket file {file}: dimension {dimension!r}: expected one of"
+                 f" {', '.join(SHAPE_DIMENSIONS)}" for dimension in unknown["dimension"].unique(
+                     maintain_order=True)]
+    if problems:
+        raise CatalogError("\n".join(problems))
     return buckets
 
 

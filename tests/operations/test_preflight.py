@@ -160,6 +160,29 @@ def test_shape_buckets_with_a_gap_fail_before_any_step(tmp_path, monkeypatch, ca
     assert "unknown gpu 'h100-sxmm'" in err
 
 
+def test_every_shape_bucket_problem_is_a_line(tmp_path, monkeypatch, capsys):
+    """An output bucket without a source hid the prompt buckets' gap (and a gap in one
+    dimension another in the other) until it was fixed: each is a line of the one run now."""
+    folder = _reference(tmp_path)
+    buckets = Path(folder) / "shape_buckets.csv"
+    rows = pl.read_csv(buckets, infer_schema=False)
+    rows.with_columns(
+        lower=pl.when((pl.col("dimension") == "prompt") & (pl.col("lower") == "512"))
+        .then(pl.lit("600")).otherwise("lower"),
+        source=pl.when(pl.col("dimension") == "output").then(None).otherwise("source"),
+    ).write_csv(buckets)
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", folder)
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    outputs = rows.filter(pl.col("dimension") == "output").height
+    problems = err.splitlines()[1:]
+    assert code == 2 and len(problems) == outputs + 1, err
+    assert all(f"- FLEETSPEND_REFERENCE_DIR={folder}: shape bucket file {buckets}, output bucket"
+               in line and "source is empty" in line for line in problems[:outputs])
+    assert problems[-1].endswith("prompt buckets: 'short prompt' ends at 512 but 'medium prompt'"
+                                 " starts at 600: expected each upper edge to be the next lower"
+                                 " edge")
+
+
 
 def test_every_catalog_and_scenario_problem_is_listed_in_one_run(tmp_path, monkeypatch, capsys):
     """Mistakes in several files (an empty gpus.csv source, a model listed twice, an empty
