@@ -891,30 +891,23 @@ def test_a_deployment_row_that_does_not_build_names_its_file_and_row(copied):
         load_catalog(copied).deployment("seed-example")
 
 
-@pytest.mark.parametrize("weights, kv", [("bf16", "fp4"), ("fp9", "bf16")])
-def test_a_deployment_row_s_dtype_is_named_by_its_column(copied, weights, kv):
+@pytest.mark.parametrize("gpu, weights, kv, says", [
+    ("h100-sxm", "bf16", "fp4", ""), ("h100-sxm", "fp9", "bf16", ""),
+    ("mi300x", "fp4", "fp8", "gpu 'mi300x' has no fp4 tensor throughput"),
+])
+def test_a_deployment_row_s_dtype_is_named_by_its_column(copied, gpu, weights, kv, says):
     """deployments.csv's dtype columns are weight_dtype and kv_dtype; the message named them
     kv_cache= and weights=, Catalog.build's arguments (and scenarios.csv's columns), so a user
-    with an fp4 KV cache on an H100 looked for a column the file does not have."""
+    with an fp4 KV cache on an H100 looked for a column the file does not have. fp4 weights on
+    an MI300X (no fp4 tensor cores, no Marlin) said "gpu 'mi300x' has no fp4 tensor throughput
+    ..." without the column to fix."""
     deployments = copied / "deployments.csv"
     deployments.write_text(deployments.read_text().replace(
         "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf16",
-        f"seed-example,llama-2-7b,h100-sxm,current,1,{weights},{kv}"))
+        f"seed-example,llama-2-7b,{gpu},current,1,{weights},{kv}"))
     column, value = ("kv_dtype", kv) if weights == "bf16" else ("weight_dtype", weights)
-    with pytest.raises(CatalogError, match=rf"deployment 'seed-example': {column}='{value}': "):
-        load_catalog(copied).deployment("seed-example")
-
-
-def test_a_weight_dtype_the_gpu_cannot_serve_is_named_by_its_column(copied):
-    """fp4 weights on an MI300X (no fp4 tensor cores, no Marlin) said "gpu 'mi300x' has no fp4
-    tensor throughput ..." without the column to fix, where every other dtype message of a
-    deployments.csv row names weight_dtype= or kv_dtype=."""
-    deployments = copied / "deployments.csv"
-    deployments.write_text(deployments.read_text().replace(
-        "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf16",
-        "seed-example,llama-2-7b,mi300x,current,1,fp4,fp8"))
-    with pytest.raises(CatalogError, match=r"deployment 'seed-example': weight_dtype='fp4': gpu"
-                                           r" 'mi300x' has no fp4 tensor throughput"):
+    with pytest.raises(CatalogError, match=rf"deployment 'seed-example': {column}='{value}': "
+                                           rf"{re.escape(says)}"):
         load_catalog(copied).deployment("seed-example")
 
 
