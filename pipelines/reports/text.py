@@ -248,7 +248,7 @@ STAGES_NOTE = ("Dominant stage: the stage holding most of the shape's latency. C
 BOUND_NOTE = "Bound: the resource (compute or memory) that limited most of its GPU-seconds. "
 SPEND_NOTE = "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."
 SHAPES_NOTE = STAGES_NOTE + BOUND_NOTE + SPEND_NOTE
-WHAT_IF_NOTE = ("Each scenario (`data/reference/scenarios.csv`) is a full replay of the requests the "
+WHAT_IF_NOTE = ("Each scenario (a row of the catalog's `scenarios.csv`) is a full replay of the requests the "
                 "baseline replayed on a changed deployment, request log or price plan; busy $ is "
                 "attributed GPU spend, Δ $/day scales each trace's replayed span to a day, and Δ "
                 "fleet $/day is the change of what the fleet costs (busy + idle) per day: the bill's "
@@ -283,7 +283,7 @@ def what_if_note(what_if: pl.DataFrame, fleet_summary: pl.DataFrame) -> str:
 
 
 NO_WHAT_IF = ("No what-if scenario was replayed, so there is no what-if table or chart"
-              " (`data/reference/scenarios.csv`).")
+              " (the catalog's `scenarios.csv`).")
 SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
 
 

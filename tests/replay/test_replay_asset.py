@@ -5,6 +5,7 @@ ingested Mooncake log's prefix hashes reach the replay."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -13,6 +14,7 @@ import polars as pl
 import pytest
 from dagster_duckdb import DuckDBResource
 
+from pipelines import settings
 from pipelines.defs.ingest.assets import ingested_traces
 from pipelines.defs.replay import checks as replay_checks
 from pipelines.defs.replay.assets import REPLAY_TABLES, replayed_fleet
@@ -140,6 +142,26 @@ def test_a_typo_in_the_deployment_setting_is_named_as_that_setting(tmp_path, mon
         message = failure.event_specific_data.error.message
         assert "FLEETSPEND_DEPLOYMENT: unknown deployment 'seed-exampel': " in message
         assert "replay config" not in message
+
+
+def test_a_catalog_file_problem_is_not_blamed_on_the_deployment_choice(tmp_path, monkeypatch):
+    """A broken catalog file failed the replay as "FLEETSPEND_DEPLOYMENT: <gpus.csv problem>"
+    (or "the default: ..."), as if the deployment chosen were the cause; the file's own message
+    names what to fix."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("a", [100, 200]))
+    reference = tmp_path / "reference"
+    shutil.copytree(settings.reference_dir(), reference)
+    gpus = reference / "gpus.csv"
+    gpus.write_text(gpus.read_text().replace("NVIDIA L4 24GB,NVIDIA,ada,", "NVIDIA L4 24GB,NVIDIA,,"))
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(reference))
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-example")
+    result = dg.materialize([replayed_fleet], raise_on_error=False,
+                            resources={"duckdb": DuckDBResource(database=str(path))})
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert "gpus.csv" in message and "FLEETSPEND_DEPLOYMENT" not in message
 
 
 def test_a_failing_second_trace_leaves_the_previous_tables(tmp_path):

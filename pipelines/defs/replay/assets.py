@@ -109,8 +109,12 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
     if problems:  # the preflight names them first in a run through the warehouse resource
         raise dg.Failure("; ".join(problems))
     name, source = settings.deployment_choice(config.deployment, "replay config")
+    try:   # a catalog file's problems name their file; they are not the deployment choice's
+        catalog = load_catalog(settings.reference_dir())
+    except CatalogError as exc:
+        raise dg.Failure(str(exc)) from None
     try:
-        deployment = load_catalog(settings.reference_dir()).deployment(name)
+        deployment = catalog.deployment(name)
     except CatalogError as exc:
         raise dg.Failure(f"{source}: {exc}") from None
     with duckdb.get_connection() as conn:
