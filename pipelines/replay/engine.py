@@ -778,16 +778,15 @@ def simulate(
             coef, tokens, float(in_step), pairs, kv_read, kv_written)
         # compute-bound GEMMs split by own FLOPs: each sequence's tokens through the blocks,
         # plus its one row of the LM head
-        gemm_flops = (coef[roofline.FLOPS_PER_TOKEN] * tokens
-                      + coef[roofline.FLOPS_PER_SEQUENCE] * in_step)
+        step_flops = roofline.gemm_flops(coef, tokens, float(in_step))
         for j in range(n_run[r]):
             i = running[r, j]
             c = chunk[i]
             if c == 0:
                 continue
             decoding = ctx[i] >= target[i]
-            own_flops = coef[roofline.FLOPS_PER_TOKEN] * c + coef[roofline.FLOPS_PER_SEQUENCE]
-            gemm = gemm_s * (own_flops / gemm_flops if gemm_bound else 1.0 / in_step)
+            own_flops = roofline.gemm_flops(coef, float(c), 1.0)
+            gemm = gemm_s * (own_flops / step_flops if gemm_bound else 1.0 / in_step)
             if attn_bound:
                 own_pairs = ctx[i] if decoding else roofline.chunk_attn_pairs(float(ctx[i]), float(c))
                 attn = attn_s * own_pairs / pairs

@@ -110,6 +110,14 @@ def weight_bytes(coef: np.ndarray, tokens: float) -> float:
 
 
 @njit(cache=True)
+def gemm_flops(coef: np.ndarray, tokens: float, sequences: float) -> float:
+    """GEMM FLOPs one GPU does for `tokens` tokens of `sequences` sequences: the blocks per token
+    (F_tok), the LM head once per sequence (F_seq). The step's compute time, and the share of it
+    the replay charges each sequence where the GEMMs are compute-bound."""
+    return coef[FLOPS_PER_TOKEN] * tokens + coef[FLOPS_PER_SEQUENCE] * sequences
+
+
+@njit(cache=True)
 def gemm_seconds(compute_s: float, memory_s: float) -> float:
     """The softened GEMM roofline (compute^3 + memory^3)^(1/3) (module docstring), written as
     larger * cbrt(1 + x) with x = (smaller / larger)^3. The replay evaluates it in its innermost
@@ -138,8 +146,7 @@ def step_cost(
     other: core = soft-max_n(C_gemm, M_gemm) + max(C_attn, M_attn). The larger of the returned pair is
     that core time; the smaller is the part of it spent in kernels bound by the other resource,
     so `compute_s >= memory_s` says most of the step's time is compute-bound."""
-    gemm_compute = (coef[FLOPS_PER_TOKEN] * tokens + coef[FLOPS_PER_SEQUENCE] * sequences) / coef[
-        EFFECTIVE_FLOPS]
+    gemm_compute = gemm_flops(coef, tokens, sequences) / coef[EFFECTIVE_FLOPS]
     gemm_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH]
     gemm = gemm_seconds(gemm_compute, gemm_memory)
     attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]

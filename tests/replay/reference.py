@@ -227,14 +227,10 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         batch = len(r.in_step)
         duration, gemm_s, gemm_compute_bound, attn_s, attn_compute_bound, fixed_s = engine.kernels(
             coef, tokens, float(batch), all_pairs, kv_read, tokens)
-
-        def gemm_flops(own_tokens, sequences):   # the blocks per token, the LM head per sequence
-            return (coef[roofline.FLOPS_PER_TOKEN] * own_tokens
-                    + coef[roofline.FLOPS_PER_SEQUENCE] * sequences)
-
+        step_flops = roofline.gemm_flops(coef, tokens, float(batch))
         for s in r.in_step:
-            if gemm_compute_bound:
-                gemm = gemm_s * gemm_flops(s.chunk, 1) / gemm_flops(tokens, batch)  # own FLOPs
+            if gemm_compute_bound:   # by own FLOPs: the blocks per token, the head per sequence
+                gemm = gemm_s * roofline.gemm_flops(coef, float(s.chunk), 1.0) / step_flops
             else:
                 gemm = gemm_s / batch                         # the weight read, shared equally
             if attn_compute_bound:
