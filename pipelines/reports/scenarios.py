@@ -45,8 +45,8 @@ import polars as pl
 from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.api import STAGE_COLUMNS, beyond_kv, kv_shortfall
 from pipelines.roofline import CatalogError
-from pipelines.roofline.catalog import (TENSOR_PARALLEL, Catalog, drop_unnamed_empty_columns,
-                                        csv_problem, separator_hint)
+from pipelines.roofline.catalog import (SOFTWARE_FACTORS, TENSOR_PARALLEL, Catalog,
+                                        csv_problem, drop_unnamed_empty_columns, separator_hint)
 from pipelines.roofline.caveats import caveat_column
 from pipelines.roofline.deployment import DTYPE_BYTES, Deployment
 
@@ -249,8 +249,7 @@ def scenario_deployment(catalog: Catalog, baseline: Deployment, s: Scenario) -> 
     e = baseline.efficiency
     plan = _price_plan(catalog, baseline, s, gpu)
     if same_gpu:
-        kept = {"compute_efficiency": e.compute_efficiency, "bandwidth_efficiency": e.bandwidth_efficiency,
-                "step_overhead_s": e.step_overhead_s, "layer_overhead_s": e.layer_overhead_s, **plan}
+        kept = {**{k: getattr(e, k) for k in SOFTWARE_FACTORS}, **plan}
     else:
         kept = plan
     scheduler = dataclasses.replace(baseline.scheduler,

@@ -1,9 +1,11 @@
 """Calibrate a deployment's efficiency factors and overheads on observed latencies.
 
 The catalog's factors are defaults for a GPU family and serving stack; a user's own engine,
-drivers and settings differ. Given what their logs observed, we fit the four numbers that carry
-the software: compute efficiency, bandwidth efficiency, the per-step overhead and the client-side
-latency (network one-way), and report how far the model was from the observations before and
+drivers and settings differ. Given what their logs observed, we fit the five numbers that carry
+the software: compute efficiency, bandwidth efficiency, the per-step overhead, the per-sequence
+overhead of a step (step.py, O_seq: sampling and the engine's per-sequence work, 1 us on today's
+engines and ~0.3 ms where it runs in Python between steps) and the client-side latency (network
+one-way), and report how far the model was from the observations before and
 after, per request shape.
 
 Two kinds of observations:
@@ -19,7 +21,8 @@ Two kinds of observations:
 Fitting: residual = log(predicted / observed) per observation, minimised with
 scipy.optimize.least_squares(loss="soft_l1", f_scale=0.2): a robust loss, so a few requests
 that queued behind something the log does not show (or a noisy measurement) do not drag the fit.
-Parameters are fitted in log space, efficiencies bounded to (0.01, 1], overheads to (10 us, 1 s).
+Parameters are fitted in log space, efficiencies bounded to (0.01, 1], overheads to (10 us, 1 s),
+the per-sequence overhead to (0.1 us, 10 ms).
 
 Held-out check: observations are split into alternating halves in arrival (or row) order, each
 metric's on its own, so both halves see the same load; the fit uses the even half (and only the
@@ -39,7 +42,8 @@ held-out half nor a metric left out of the fit because its inputs are estimates 
 the median observation of a metric is faster than the deployment can be with every fitted
 factor at its ideal (100% of peak compute and bandwidth, no step overhead, no client latency;
 the catalog's all-reduce latency and per-layer launch cost stay, being hardware), or a fitted
-efficiency ends at its bound (100% of peak, or 1%) or an overhead at 1 s. Either means the
+efficiency ends at its bound (100% of peak, or 1%) or an overhead at its ceiling (1 s; 10 ms for
+the per-sequence one). Either means the
 deployment is not the one that served the log (GPU, tensor-parallel degree, dtype or model),
 whatever the errors say.
 
@@ -53,7 +57,7 @@ Candidates: a log from a hosted API names its model but not the hardware behind 
 implausible ones (and those serving another catalog model than the log's `model` column names)
 and keeps the plausible one whose *catalog* factors explain the fit half best
 once the client latency alone is fitted (`catalog_error`: the mean over the fitted metrics of
-the fit half's median per-request error). Why not the error after the full fit: four free
+the fit half's median per-request error). Why not the error after the full fit: five free
 factors absorb a wrong GPU (the AIBrix log, served by an A10, fits an H100 or an A100 within
 two or four points of the A10 once their factors move far from their families': docs/physics.md
 section 6), while the catalog's factors are what
@@ -80,11 +84,13 @@ from pipelines.roofline import step
 from pipelines.roofline.catalog import another_model
 from pipelines.roofline.deployment import Deployment
 
-PARAMETERS = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "net_one_way_s")
+PARAMETERS = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "sequence_overhead_s",
+              "net_one_way_s")
 BOUNDS = {
     "compute_efficiency": (0.01, 1.0),
     "bandwidth_efficiency": (0.01, 1.0),
     "step_overhead_s": (1e-5, 1.0),
+    "sequence_overhead_s": (1e-7, 0.01),
     "net_one_way_s": (1e-5, 1.0),
 }
 REQUEST_METRICS = {"ttft": "observed_ttft_s", "e2e": "observed_e2e_s"}
@@ -97,9 +103,14 @@ DIFF_STEP = 0.05
 MAX_EVALUATIONS = 400
 ALL_SHAPES = "all"
 # The ideal deployment of the plausibility check: every factor at its best (module docstring).
+OVERHEADS = ("step_overhead_s", "sequence_overhead_s", "net_one_way_s")
 IDEAL = {"compute_efficiency": 1.0, "bandwidth_efficiency": 1.0,
-         "step_overhead_s": BOUNDS["step_overhead_s"][0], "net_one_way_s": BOUNDS["net_one_way_s"][0]}
-OVERHEADS = ("step_overhead_s", "net_one_way_s")
+         **{p: BOUNDS[p][0] for p in OVERHEADS}}
+# Where the fit starts a parameter whose own value lies below this: in log space, near the lower
+# bound of the per-sequence overhead (0.1 us) a step of 5% moves a step by nanoseconds, the
+# finite differences see no slope and the fit stays where it started. From 10 us it finds the
+# BurstGPT log's ~0.35 ms (docs/physics.md section 6) and a catalog's 1 us where that is right.
+START_AT_LEAST = {"sequence_overhead_s": 1e-5}
 # What the catalog cannot know about a log: the path between the engine and the client.
 CLIENT_ONLY = ("net_one_way_s",)
 # A fitted value within this ratio of a bound counts as at the bound: the finite differences
@@ -331,7 +342,8 @@ def _fit(before: Deployment, predict, observed: np.ndarray, fit_mask: np.ndarray
     names = list(names)
     low = np.log([BOUNDS[p][0] for p in names])
     high = np.log([BOUNDS[p][1] for p in names])
-    start = np.clip(np.log([max(parameter(before, p), BOUNDS[p][0]) for p in names]),
+    start = np.clip(np.log([max(parameter(before, p), START_AT_LEAST.get(p, BOUNDS[p][0]))
+                            for p in names]),
                     low + 1e-9, high - 1e-9)
     log_observed = np.log(observed[fit_mask])
 
@@ -559,7 +571,7 @@ def _ideal(d: Deployment) -> Deployment:
 
 def _at_bound(fitted: Deployment) -> list[str]:
     """The fitted parameters at a bound that means implausible: an efficiency at 100% of peak
-    or at 1%, or an overhead at its 1 s ceiling (a small overhead at its floor is plausible: the
+    or at 1%, or an overhead at its ceiling (BOUNDS; a small overhead at its floor is plausible: the
     engine simply has none to speak of)."""
     bounded = []
     for name in PARAMETERS:

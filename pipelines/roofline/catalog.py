@@ -52,7 +52,7 @@ REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
     "gpu_efficiency": ("family", "stack", "compute_efficiency", "bandwidth_efficiency",
-                       "step_overhead_s", "layer_overhead_s", "allreduce_latency_s",
+                       "step_overhead_s", "layer_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
                        "allreduce_rounds", "allreduce_bus_efficiency", "source"),
     "models": ("model", "layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
                "total_params_b", "active_params_b", "experts", "experts_per_token", "attention",
@@ -63,6 +63,12 @@ REQUIRED_COLUMNS = {
                     "kv_block_tokens", "price_provider", "price_plan", "net_one_way_s",
                     "net_bytes_per_token", "net_bandwidth_bytes_per_s", "source"),
 }
+# The efficiency factors and overheads of gpu_efficiency.csv that carry the serving software, not
+# the hardware: a deployment may set its own (deployments.csv columns of these names, Catalog.build
+# arguments), a what-if on the same GPU keeps them, and calibration fits them (with the client
+# path). The all-reduce's are the interconnect's and stay the family's.
+SOFTWARE_FACTORS = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s",
+                    "layer_overhead_s", "sequence_overhead_s")
 # Catalog.build's dtype arguments -> the deployments.csv columns they are given from.
 ROW_DTYPE_COLUMNS = {"weights": "weight_dtype", "kv_cache": "kv_dtype"}
 # The columns that name a row: no two rows of a table may share them.
@@ -131,7 +137,8 @@ NUMBER_RANGES = {
     "gpu_efficiency": {
         **dict.fromkeys(("compute_efficiency", "bandwidth_efficiency",
                          "allreduce_bus_efficiency"), FRACTION),
-        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "allreduce_latency_s"),
+        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "sequence_overhead_s",
+                         "allreduce_latency_s"),
                         NON_NEGATIVE),
     },
     "models": {
@@ -146,7 +153,7 @@ NUMBER_RANGES = {
         **dict.fromkeys(("replicas", "max_seqs", "max_batched_tokens", "kv_block_tokens"), COUNT),
         "kv_memory_fraction": FRACTION, "compute_efficiency": FRACTION,
         "bandwidth_efficiency": FRACTION,
-        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "net_one_way_s",
+        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "sequence_overhead_s", "net_one_way_s",
                          "net_bytes_per_token"), NON_NEGATIVE),
         "net_bandwidth_bytes_per_s": POSITIVE,
     },
@@ -298,8 +305,7 @@ class Catalog:
         """The named deployment of deployments.csv, with its physics resolved; a row that does
         not build is a CatalogError naming the file and the row."""
         row = _one(self.deployments, "deployment", name, "deployment", self.file("deployments"))
-        overrides = {k: row.get(k) for k in ("compute_efficiency", "bandwidth_efficiency",
-                                              "step_overhead_s", "layer_overhead_s")}
+        overrides = {k: row.get(k) for k in SOFTWARE_FACTORS}
         try:
             return self.build(
                 name=name,
@@ -336,6 +342,7 @@ class Catalog:
         bandwidth_efficiency: float | None = None,
         step_overhead_s: float | None = None,
         layer_overhead_s: float | None = None,
+        sequence_overhead_s: float | None = None,
         stack: str = DEFAULT_STACK,
         **scheduler_options,
     ) -> Deployment:
@@ -385,11 +392,10 @@ class Catalog:
         eff = _one(family_rows, "stack", stack, f"serving stack for {g['family']} GPUs",
                    self.file("gpu_efficiency"))
         link = self._allreduce_row(g, stack, tp, eff)
+        given = dict(zip(SOFTWARE_FACTORS, (compute_efficiency, bandwidth_efficiency, step_overhead_s,
+                                            layer_overhead_s, sequence_overhead_s), strict=True))
         efficiency = Efficiency(
-            compute_efficiency=eff["compute_efficiency"] if compute_efficiency is None else compute_efficiency,
-            bandwidth_efficiency=eff["bandwidth_efficiency"] if bandwidth_efficiency is None else bandwidth_efficiency,
-            step_overhead_s=eff["step_overhead_s"] if step_overhead_s is None else step_overhead_s,
-            layer_overhead_s=eff["layer_overhead_s"] if layer_overhead_s is None else layer_overhead_s,
+            **{k: eff[k] if given[k] is None else given[k] for k in SOFTWARE_FACTORS},
             allreduce_latency_s=link["allreduce_latency_s"],
             allreduce_rounds=link["allreduce_rounds"],
             allreduce_bus_efficiency=link["allreduce_bus_efficiency"],
@@ -409,8 +415,7 @@ class Catalog:
                             kv_memory_fraction=float(scheduler.kv_memory_fraction),
                             **{k: int(getattr(scheduler, k))
                                for k in ("max_seqs", "max_batched_tokens", "kv_block_tokens")})
-        efficiency = replace(efficiency, **{k: float(getattr(efficiency, k)) for k in (
-            "compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "layer_overhead_s")})
+        efficiency = replace(efficiency, **{k: float(getattr(efficiency, k)) for k in SOFTWARE_FACTORS})
         network = Network(*(float(v) for v in astuple(network)))
         for option, (choices, meaning) in SCHEDULER_CHOICES.items():
             value = getattr(scheduler, option)

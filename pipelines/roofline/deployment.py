@@ -189,6 +189,7 @@ class Efficiency:
     bandwidth_efficiency: float
     step_overhead_s: float
     layer_overhead_s: float
+    sequence_overhead_s: float  # per sequence of a step (step.py, O_seq)
     allreduce_latency_s: float  # one round of a small all-reduce (the whole of it at tp = 2)
     allreduce_rounds: str  # how the latency grows with tp: ALLREDUCE_ROUNDS
     allreduce_bus_efficiency: float  # achieved all-reduce bus bandwidth / one-way link rate
@@ -406,6 +407,7 @@ class Deployment:
         c[step.EFFECTIVE_BANDWIDTH] = self.effective_bandwidth
         c[step.ATTN_EFFECTIVE_FLOPS] = self.attention_effective_flops
         c[step.STEP_OVERHEAD_S] = e.step_overhead_s + m.layers * e.layer_overhead_s
+        c[step.SEQUENCE_OVERHEAD_S] = e.sequence_overhead_s
         if self.tp > 1:
             # two all-reduces per layer, each the catalog's latency per round (all of it at
             # tp = 2) times its rounds at this tp (step.py)

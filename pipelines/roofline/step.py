@@ -8,7 +8,7 @@ separate kernels run one after the other, each limited by its own roofline, plus
     gemm_s  = (C_gemm^n + M_gemm^n)^(1/n),  C_gemm = (F_tok * tokens + F_seq * sequences) / P_eff,
                                            M_gemm = W(tokens) / B_eff
     attn_s  = max(F_attn * pairs / P_attn, K_tok * (kv_read + kv_written) / B_eff)
-    fixed_s = O_step + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
+    fixed_s = O_step + sequences * O_seq + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
     step_s  = gemm_s + attn_s + fixed_s
 
 (A single roofline over the step's totals, max(all FLOPs, all bytes), would let a big batch's
@@ -54,7 +54,17 @@ lock-step, so the replica's step time is one GPU's step time):
   fp4 (dequantized to fp8) and the GPU has fp8 tensor cores, otherwise in bf16 (an int8 KV cache
   too; fp4 weights do not make attention fp4)
 - B_eff  = HBM bandwidth * bandwidth efficiency
-- O_step = per-step overhead + layers * per-layer overhead (scheduling, sampling, launches)
+- O_step = per-step overhead + layers * per-layer overhead (scheduling, launches)
+- O_seq  = the engine's work per sequence of a step, whatever the model: sampling its next token
+  (a top-k / top-p pass over the whole vocabulary), its slot in the batch's inputs, block
+  tables and outputs. On today's engines it is a GPU kernel's share, ~1 us (FlashInfer's
+  top-k / top-p sampling over 131,072 logits: 0.37-0.49 ms for 512 sequences, vLLM PR #40376;
+  PyTorch's sort, the 2023 stack's sampler, 11 us); on an engine
+  that does it in Python between steps it is the larger part of a small model's step: the
+  BurstGPT replay's vLLM engine log (0.5 s throughput samples, docs/physics.md section 6) shows
+  Llama-3.2-1B decode steps on one RTX 4090 growing by ~0.3 ms per running sequence, 44 ms at
+  148 sequences where weights and KV cache take ~8 ms. Split equally among the step's
+  sequences, as the rest of the fixed time is.
 - A_lat  = 2 * layers * rounds(tp) * all-reduce latency per round (two all-reduces per layer,
   after attention and after the MLP; the catalog's latency is one round, all of a tp = 2
   all-reduce). rounds(tp) = ceil(log2(tp)) where every GPU reaches every peer at once (NVSwitch,
@@ -96,7 +106,8 @@ ALLREDUCE_BYTES_PER_TOKEN = 11
 LINK_BANDWIDTH = 12
 ATTN_EFFECTIVE_FLOPS = 13
 FLOPS_PER_SEQUENCE = 14
-N_COEFFICIENTS = 15
+SEQUENCE_OVERHEAD_S = 15
+N_COEFFICIENTS = 16
 
 
 @njit(cache=True)
@@ -158,7 +169,7 @@ def step_cost(
     if attn_compute >= attn_memory:
         compute_bound_part += attn_compute
     memory_bound_part = core - compute_bound_part
-    fixed_s = coef[STEP_OVERHEAD_S]
+    fixed_s = coef[STEP_OVERHEAD_S] + sequences * coef[SEQUENCE_OVERHEAD_S]
     if coef[ALLREDUCE_LATENCY_S] > 0.0:
         fixed_s += coef[ALLREDUCE_LATENCY_S] + tokens * coef[ALLREDUCE_BYTES_PER_TOKEN] / coef[
             LINK_BANDWIDTH

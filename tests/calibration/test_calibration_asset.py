@@ -14,6 +14,7 @@ from dagster_duckdb import DuckDBResource
 
 from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.calibration.assets import calibrated
+from pipelines.roofline.calibration import PARAMETERS
 from pipelines.defs.ingest.assets import ingested_traces
 from pipelines.roofline.calibration import calibrate_candidates
 from pipelines.warehouse import run_sql, write_table
@@ -59,7 +60,7 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         params = conn.sql("FROM calibration").pl()
         errors = conn.sql("FROM calibration_errors").pl()
-    assert params.height == 2 * 4 and set(params["deployment"]) == {DEPLOYMENT}
+    assert params.height == 2 * len(PARAMETERS) and set(params["deployment"]) == {DEPLOYMENT}
     held = errors.filter((pl.col("shape") == "all") & (pl.col("split") == "held_out")
                          & (pl.col("metric") == "ttft"))
     assert held.height == 2
@@ -115,7 +116,7 @@ def test_a_run_replaces_only_the_rows_of_the_traces_it_calibrates(tmp_path):
     for table in ("calibration", "calibration_errors"):
         assert today[table, "burstgpt-scale1000"].equals(yesterday[table, "burstgpt-scale1000"])
         assert not today[table, "burstgpt-scale100"].equals(yesterday[table, "burstgpt-scale100"])
-    assert today["calibration", "burstgpt-scale100"].height == 4
+    assert today["calibration", "burstgpt-scale100"].height == len(PARAMETERS)
     by_key = {m.asset_key.to_user_string(): m.metadata
               for m in result.asset_materializations_for_node("calibrated")}
     assert by_key["calibration"]["fit_metrics"].value == {"burstgpt-scale100": ["ttft", "e2e"]}

@@ -394,7 +394,7 @@ def test_summary_prints_the_top_of_the_chargeback(demo_run, tmp_path, monkeypatc
     assert table.startswith("== Chargeback: busy-GPU spend by model and tenant (top 5 of each) ==\n")
     assert [line.split(" | ")[1] for line in table.splitlines() if line.startswith("| tenant")] == [
         "t7", "t6", "t5", "t4", "t3"]
-    assert "its idle GPU time ($49.56) is charged to no one" in table
+    assert "its idle GPU time ($49.43) is charged to no one" in table
     assert "28,115 requests name no tenant" in table and "No request names a model." in table
     assert out.index("== Chargeback") < out.index("Decode owns")
 

@@ -331,3 +331,23 @@ def test_static_batch_prefill_is_one_step(catalog):
     # eight prompts together: 8x the GEMM work, 8x the attention pairs, one fixed overhead
     assert d.prefill_batch_s(8, 1000) < 8 * d.prefill_s(1000)
     assert d.prefill_batch_s(8, 1000) > 4 * d.prefill_s(1000)
+
+
+def test_every_sequence_of_a_step_adds_the_per_sequence_overhead(catalog):
+    """O_seq (step.py) is charged per sequence of the step, whatever the tokens: a decode step
+    of b sequences pays b of it; a prefill chunk of 2,048 tokens of one prompt pays one. The
+    2023 stack sampled with PyTorch's sort, today's engines with FlashInfer's kernel
+    (gpu_efficiency.csv sources)."""
+    current = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
+    free = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", sequence_overhead_s=0.0)
+    costly = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", sequence_overhead_s=3e-4)
+    assert current.efficiency.sequence_overhead_s == 1e-6
+    assert catalog.build(model="llama-3.1-8b", gpu="h100-sxm", stack="vllm-2023"
+                         ).efficiency.sequence_overhead_s == 1.1e-5
+    for batch in (1, 64, 512):
+        added = costly.decode_step_s(batch, batch * 1024) - free.decode_step_s(batch, batch * 1024)
+        assert added == pytest.approx(batch * 3e-4, rel=1e-9)
+    assert costly.prefill_s(2048) - free.prefill_s(2048) == pytest.approx(3e-4, rel=1e-9)
+    fixed = step.step_cost(costly.coefficients, 512.0, 512.0, 0.0, 0.0, 512.0)[2]
+    assert fixed == pytest.approx(step.step_cost(free.coefficients, 512.0, 512.0, 0.0, 0.0,
+                                                 512.0)[2] + 512 * 3e-4, rel=1e-9)
