@@ -12,6 +12,9 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
 - the AIBrix benchmark-client log (deepseek-coder-6.7b-instruct on one A10 under vLLM 0.6.2;
   deployment aibrix-deepseek-coder-a10), fitted on TTFT and e2e; and the same log offered to
   calibrate_candidates on five GPUs (AIBRIX_CANDIDATES), to show which one it keeps;
+- the same runs' vLLM engine logs (the x100 one copied to tests/fixtures/observed/): the decode
+  step time against the running sequences, the per-sequence cost measured directly, beside what
+  the request-log fits find for it;
 - when ../shared/traces/ (or $FLEETSPEND_PUBLIC_TRACES) is there, the same BurstGPT vLLM logs ingested end to end by
   pipelines.formats.read_trace (format detected; out_len_per_token from the engine log, as in
   tests/fixtures/README.md) instead of the hand-built fixture;
@@ -40,6 +43,7 @@ from pipelines.roofline.calibration import (
     calibrate_candidates,
     calibrate_requests,
     calibrate_steps,
+    engine_log_step_line,
     perf_model_steps,
 )
 
@@ -107,8 +111,26 @@ def main(argv: list[str]) -> None:
             print(f"  outliers: {outlier}")
         for left_out in result.left_out:
             print(f"  {left_out}")
+    engine_logs()
     aibrix_candidates(catalog, aibrix, buckets)
     llmperf(catalog, buckets)
+
+
+def engine_logs() -> None:
+    """The per-sequence cost of a step measured from the BurstGPT runs' own vLLM engine logs
+    (engine_log_step_line), to set beside the per-sequence overhead the fits above found from
+    the latencies alone: the x100 log from its fixture copy, the x1000 one where the shared
+    traces are."""
+    logs = {100: FIXTURES / "observed" / "burstgpt_vllm_engine_log_scale100.csv",
+            1000: SHARED_BURSTGPT / "vllm_log_scale1000_prompt500.csv"}
+    print("\n== BurstGPT vLLM engine logs: pure-decode step time = a + b x running sequences")
+    for scale, path in logs.items():
+        if not path.exists():
+            print(f"x{scale}: {path} absent, skipped")
+            continue
+        empty, per_sequence, samples = engine_log_step_line(pl.read_csv(path))
+        print(f"x{scale}: a = {empty * 1e3:.2f} ms, b = {per_sequence * 1e3:.3f} ms per sequence"
+              f" ({samples} samples, {path.name})")
 
 
 def aibrix_candidates(catalog, requests: pl.DataFrame, buckets: pl.DataFrame) -> None:

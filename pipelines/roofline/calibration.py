@@ -702,6 +702,39 @@ def perf_model_steps(perf_model: pl.DataFrame, model: str, hardware: str, tp: in
     return pl.concat([prefill, decode])
 
 
+ENGINE_LOG_COLUMNS = ("prompt_throughput", "generation_throughput", "num_running", "num_pending")
+# A sample longer than this is not one decode step: the 0.5 s window straddled an idle gap.
+LONGEST_DECODE_STEP_S = 0.5
+
+
+def engine_log_step_line(engine_log: pl.DataFrame) -> tuple[float, float, int]:
+    """(seconds a decode step takes with no sequence, seconds each running sequence adds, samples
+    used) from an engine's periodic throughput log, such as the vLLM stats the BurstGPT replay
+    recorded (`prompt_throughput`, `generation_throughput` in tokens/s, `num_running`,
+    `num_pending` every ~0.5 s). Where a sample only decoded (no prompt tokens, none waiting),
+    each running sequence got one token a step, so a step took num_running /
+    generation_throughput; a least-squares line through those against num_running gives the
+    per-sequence cost of a step (step.py, O_seq) measured directly, with the weights' and KV
+    cache's share folded into the two numbers (small for a small model). A check on what
+    `calibrate_requests` fits from latencies alone, not a fit of the deployment."""
+    _check_frame("engine_log", engine_log)
+    missing = set(ENGINE_LOG_COLUMNS) - set(engine_log.columns)
+    if missing:
+        raise CalibrationError(f"engine_log lacks column(s) {sorted(missing)}: expected "
+                               f"{', '.join(ENGINE_LOG_COLUMNS)} (tokens/s and request counts per sample)")
+    decoding = engine_log.filter(
+        (pl.col("prompt_throughput") == 0) & (pl.col("num_pending") == 0)
+        & (pl.col("num_running") > 0) & (pl.col("generation_throughput") > 0)
+    ).select(running=pl.col("num_running").cast(pl.Float64),
+             step_s=pl.col("num_running") / pl.col("generation_throughput")
+             ).filter(pl.col("step_s") < LONGEST_DECODE_STEP_S)
+    if decoding.select(pl.col("running").n_unique()).item() < 2:
+        raise CalibrationError(f"engine_log has {decoding.height} pure-decode samples at fewer than"
+                               f" two batch sizes: a step-time line needs at least two")
+    per_sequence, empty = np.polyfit(decoding["running"].to_numpy(), decoding["step_s"].to_numpy(), 1)
+    return float(empty), float(per_sequence), decoding.height
+
+
 def format_table(errors: pl.DataFrame) -> str:
     """Markdown table of the per-shape errors (for asset metadata and reports)."""
     lines = ["| split | metric | shape | n | median observed s | error before | error after "

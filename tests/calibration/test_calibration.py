@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -16,6 +15,7 @@ from pipelines.roofline.calibration import (
     calibrate_candidates,
     calibrate_requests,
     calibrate_steps,
+    engine_log_step_line,
     format_table,
     perf_model_steps,
     predict_steps,
@@ -101,18 +101,22 @@ def test_the_fitted_per_sequence_cost_is_the_one_the_engine_log_measured(catalog
     line through those samples gives ~4.4 ms + ~0.34 ms per running sequence, a 1B model's
     weights and KV cache being ~3-8 ms of it. The fit on TTFTs alone lands within a quarter of
     that slope, from a catalog value 300 x smaller."""
-    log = pl.read_csv(FIXTURES / "observed" / "burstgpt_vllm_engine_log_scale100.csv").filter(
-        (pl.col("prompt_throughput") == 0) & (pl.col("num_pending") == 0)
-        & (pl.col("num_running") > 0) & (pl.col("generation_throughput") > 0))
-    step_s = (log["num_running"] / log["generation_throughput"]).to_numpy()
-    running = log["num_running"].to_numpy()
-    sampled = step_s < 0.5  # a sample straddling an idle gap reads as one very long step
-    slope, intercept = np.polyfit(running[sampled], step_s[sampled], 1)
-    assert 2.5e-4 < slope < 4e-4 and 2e-3 < intercept < 7e-3, (slope, intercept)
+    intercept, slope, samples = engine_log_step_line(
+        pl.read_csv(FIXTURES / "observed" / "burstgpt_vllm_engine_log_scale100.csv"))
+    assert 2.5e-4 < slope < 4e-4 and 2e-3 < intercept < 7e-3 and samples > 250, (slope, intercept)
     result = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), burstgpt(100),
                                 BUCKETS, fit_metrics=("ttft",))
     assert result.before.efficiency.sequence_overhead_s < slope / 100
     assert result.after.efficiency.sequence_overhead_s == pytest.approx(slope, rel=0.25)
+
+
+def test_an_engine_log_without_two_batch_sizes_or_its_columns_is_refused():
+    one_size = pl.DataFrame({"prompt_throughput": [0.0, 0.0], "generation_throughput": [200.0, 210.0],
+                             "num_running": [1, 1], "num_pending": [0, 0]})
+    with pytest.raises(CalibrationError, match="2 pure-decode samples at fewer than two batch sizes"):
+        engine_log_step_line(one_size)
+    with pytest.raises(CalibrationError, match=r"engine_log lacks column\(s\) \['num_pending'\]"):
+        engine_log_step_line(one_size.drop("num_pending"))
 
 
 def test_requests_without_observations_are_refused(catalog):
