@@ -336,14 +336,14 @@ def test_static_batch_prefill_is_one_step(catalog):
 def test_every_sequence_of_a_step_adds_the_per_sequence_overhead(catalog):
     """O_seq (step.py) is charged per sequence of the step, whatever the tokens: a decode step
     of b sequences pays b of it; a prefill chunk of 2,048 tokens of one prompt pays one. The
-    2023 stack sampled with PyTorch's sort, today's engines with FlashInfer's kernel
-    (gpu_efficiency.csv sources)."""
+    2023 stack did its per-sequence work in Python on the host, today's engines sample with
+    FlashInfer's kernel (gpu_efficiency.csv sources)."""
     current = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
     free = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", sequence_overhead_s=0.0)
     costly = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", sequence_overhead_s=3e-4)
     assert current.efficiency.sequence_overhead_s == 1e-6
     assert catalog.build(model="llama-3.1-8b", gpu="h100-sxm", stack="vllm-2023"
-                         ).efficiency.sequence_overhead_s == 1.1e-5
+                         ).efficiency.sequence_overhead_s == 1.1e-4
     for batch in (1, 64, 512):
         added = costly.decode_step_s(batch, batch * 1024) - free.decode_step_s(batch, batch * 1024)
         assert added == pytest.approx(batch * 3e-4, rel=1e-9)
