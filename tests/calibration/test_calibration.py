@@ -10,6 +10,7 @@ import pytest
 from pipelines.roofline import load_catalog
 from pipelines.roofline.calibration import (
     ALL_SHAPES,
+    BOUNDS,
     PARAMETERS,
     CalibrationError,
     calibrate_candidates,
@@ -108,6 +109,22 @@ def test_the_fitted_per_sequence_cost_is_the_one_the_engine_log_measured(catalog
                                 BUCKETS, fit_metrics=("ttft",))
     assert result.before.efficiency.sequence_overhead_s < slope / 100
     assert result.after.efficiency.sequence_overhead_s == pytest.approx(slope, rel=0.25)
+
+
+def test_the_documents_state_each_overheads_ceiling():
+    """The README's `calibration.at_bound` column and docs/physics.md section 6 said an overhead
+    is at its bound at 1 s, and that the fit has four free factors, after the per-sequence
+    overhead joined the fit with a ceiling of 10 ms: a reader saw `at_bound` true on a
+    sequence_overhead_s of 10 ms that the text said could not be at its bound."""
+    root = Path(__file__).resolve().parents[2]
+    readme, physics = (" ".join((root / f).read_text().split()) for f in ("README.md", "docs/physics.md"))
+    assert BOUNDS["sequence_overhead_s"] == (1e-7, 0.01)
+    assert BOUNDS["step_overhead_s"][1] == BOUNDS["net_one_way_s"][1] == 1.0
+    assert "or an overhead at its ceiling, 1 s, or 10 ms for sequence_overhead_s" in readme
+    assert "five free factors can make a wrong GPU fit" in readme
+    assert "overheads to (10 µs, 1 s), the per-sequence overhead to (0.1 µs, 10 ms)" in physics
+    assert "or an overhead at its ceiling (1 s; 10 ms for the per-sequence overhead)" in physics
+    assert "The step formula has no per-sequence term" not in physics
 
 
 def test_an_engine_log_without_two_batch_sizes_or_its_columns_is_refused():
