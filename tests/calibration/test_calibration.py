@@ -370,6 +370,20 @@ def test_the_replay_beats_the_shape_median_baseline_under_load(catalog):
     assert baseline > 0.8 and after < baseline / 2, (baseline, after)
 
 
+def test_the_documents_say_the_x1000_fixtures_median_is_not_within_10_percent(catalog):
+    """With the per-sequence overhead fitted, the x1000 fixture's held-out median TTFT stops
+    14% off (3.7-7.4% with four fitted numbers): docs/physics.md section 6 still said the fit
+    brings it within 3.7-4.8% and that the 10% target is met for the whole-log median."""
+    result = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), burstgpt(1000),
+                                BUCKETS, fit_metrics=("ttft",))
+    _, after = result.held_out_error("ttft", "shape_error")
+    assert after > 0.10, after
+    physics = " ".join((Path(__file__).resolve().parents[2] / "docs" / "physics.md").read_text().split())
+    assert f"and {after:.0%} (the ×1000 fixture, `bench/README.md`)" in physics
+    assert ("target is met for the whole-log median TTFT but on the ×1000 fixture's five-number fit,"
+            " **not per request**") in physics
+
+
 def test_a_shape_only_in_the_held_out_half_still_has_a_baseline(catalog):
     """The baseline of a shape the fit half never saw falls back to its metric's fit-half median,
     so the `all` rows' baseline covers the same observations as their errors."""
