@@ -563,19 +563,34 @@ def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     assert a10["catalog_error"] == pytest.approx(aibrix_choice.kept.catalog_error)
 
 
-def test_the_calibration_bench_reads_the_shared_traces_where_the_tests_do(monkeypatch, tmp_path):
-    """bench/validation_calibration.py looked only beside the checkout: from a clone elsewhere,
-    with FLEETSPEND_PUBLIC_TRACES set as for the tests, it skipped the shared BurstGPT logs and
-    ran 2 of the 19 LLMPerf files, printing '2 of 2 logs have a plausible deployment'."""
+def calibration_bench():
+    """bench/validation_calibration.py as a module (bench/ is no package)."""
     import importlib.util
 
-    monkeypatch.setenv("FLEETSPEND_PUBLIC_TRACES", str(tmp_path))
     path = Path(__file__).resolve().parents[2] / "bench" / "validation_calibration.py"
     spec = importlib.util.spec_from_file_location("validation_calibration", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_calibration_bench_reads_the_shared_traces_where_the_tests_do(monkeypatch, tmp_path):
+    """bench/validation_calibration.py looked only beside the checkout: from a clone elsewhere,
+    with FLEETSPEND_PUBLIC_TRACES set as for the tests, it skipped the shared BurstGPT logs and
+    ran 2 of the 19 LLMPerf files, printing '2 of 2 logs have a plausible deployment'."""
+    monkeypatch.setenv("FLEETSPEND_PUBLIC_TRACES", str(tmp_path))
+    bench = calibration_bench()
     assert bench.SHARED_BURSTGPT == tmp_path / "burstgpt-vllm-replay-logs"
     assert bench.SHARED_LLMPERF == tmp_path / "llmperf-leaderboard" / "individual"
+
+
+def test_the_calibration_bench_prints_the_fitted_per_sequence_overhead(aibrix_choice):
+    """The bench's AIBrix candidates table rounded every fitted factor to four decimals of a
+    second, so the per-sequence overhead (microseconds) read 0 on every candidate."""
+    rows = [calibration_bench().candidate_row(r) for r in aibrix_choice.calibrations]
+    for row, r in zip(rows, aibrix_choice.calibrations, strict=True):
+        fitted = r.after.efficiency.sequence_overhead_s
+        assert row["sequence_overhead_s"] == pytest.approx(fitted, rel=1e-3) and fitted > 0
 
 
 def test_step_measurements_faster_than_peak_are_left_out_and_named(catalog):
