@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +19,7 @@ from pipelines.roofline.calibration import (
     calibrate_steps,
     engine_log_step_line,
     format_table,
+    parameter,
     perf_model_steps,
     predict_steps,
     with_parameters,
@@ -125,6 +127,25 @@ def test_the_documents_state_each_overheads_ceiling():
     assert "overheads to (10 µs, 1 s), the per-sequence overhead to (0.1 µs, 10 ms)" in physics
     assert "or an overhead at its ceiling (1 s; 10 ms for the per-sequence overhead)" in physics
     assert "The step formula has no per-sequence term" not in physics
+
+
+def test_the_readme_says_to_copy_every_fitted_parameter_into_deployments_csv(tmp_path):
+    """To price a fleet with a fit, the README listed the deployments.csv columns to copy the
+    fitted factors into: the four of the first fit, not sequence_overhead_s, so a user copying
+    the BurstGPT fit kept the catalog's 1 us a sequence where the fit found ~0.3 ms. Each
+    listed column, added to the shipped file where it has none, sets the deployment's value."""
+    root = Path(__file__).resolve().parents[2]
+    readme = " ".join((root / "README.md").read_text().split())
+    listed = readme.split("(the optional efficiency overrides ", 1)[1].split(": every", 1)[0]
+    assert [p for p in PARAMETERS if f"`{p}`" not in listed] == []
+    shutil.copytree(root / "data" / "reference", tmp_path, dirs_exist_ok=True)
+    fitted = dict(zip(PARAMETERS, (0.41, 0.52, 0.0019, 3.2e-4, 0.0135), strict=True))
+    rows = pl.read_csv(tmp_path / "deployments.csv", infer_schema_length=0)
+    rows.with_columns(**{p: pl.when(pl.col("deployment") == "burstgpt-vllm-1b-4090")
+                         .then(pl.lit(str(v))).otherwise(pl.col(p) if p in rows.columns else None)
+                         for p, v in fitted.items()}).write_csv(tmp_path / "deployments.csv")
+    d = load_catalog(tmp_path).deployment("burstgpt-vllm-1b-4090")
+    assert {p: parameter(d, p) for p in PARAMETERS} == fitted
 
 
 def test_an_engine_log_without_two_batch_sizes_or_its_columns_is_refused():
