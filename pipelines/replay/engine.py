@@ -61,7 +61,8 @@ replica) are split among the sequences in it by their use of each kernel's bound
 GEMMs: memory-bound (the weight read) -> equal shares; compute-bound -> by own FLOPs (own tokens
 through the blocks plus one row of the LM head).
 Attention: memory-bound -> by own KV bytes (context read + tokens written); compute-bound -> by
-own attention pairs. The fixed part (per-step overhead and all-reduce) is split equally. A
+own attention pairs. The fixed part (per-step overhead, per-sequence overhead and all-reduce) is
+split equally. A
 sequence's GPU-seconds in a step count as prefill when it was prefilling, as decode otherwise;
 its `compute_gpu_s` are those of compute-bound kernels. Time a replica runs no step is idle.
 

@@ -78,7 +78,7 @@ CAVEATS = (
         "Tensor parallelism 4-8 under heavy decode load: against NVIDIA's TensorRT-LLM max-load"
         " tables (v0.12 to v0.20 and later, Llama 70B and 405B on A100, L40S, H100, H200 and"
         " B200) the modelled throughput of shapes whose outputs are at least as long as their"
-        " prompts (hundreds to thousands of sequences per step) is a median 17% and up to 85%"
+        " prompts (hundreds to thousands of sequences per step) is a median 17% and up to 84%"
         " too high, while shorter outputs are a median 1% off and the latency rows at small"
         " batches a median 6%. Per-GPU throughput falls faster with tp than the modelled"
         " all-reduce and GEMMs explain (both match measurements at these sizes: nccl-tests, and"

@@ -570,10 +570,10 @@ def test_observations_far_faster_than_the_fit_are_counted_too(catalog):
 
 def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     """After a full fit every GPU but the L4 explains the AIBrix log nearly as well as the A10
-    (on 2026-12-01 the H100 fits the fit half within 7.1% and the A100 8.8%, the A10 5.0%, the
-    L40S 10.6%: four free factors absorb a wrong GPU), so the choice compares the candidates
-    with their catalog factors, only the client latency fitted: the A10 is kept, and every
-    candidate's row shows both errors."""
+    (on 2026-12-01, with the per-sequence overhead fitted too, the A100 fits the fit half within
+    7.6% and the H100 9.9%, the A10 5.7%: five free factors absorb a wrong GPU), so the choice
+    compares the candidates with their catalog factors, only the client latency fitted: the A10
+    is kept, and every candidate's row shows both errors."""
     assert aibrix_choice.kept.before.gpu.gpu == "a10"
     rows = {r["deployment"].split("@")[1]: r for r in aibrix_choice.candidates.iter_rows(named=True)}
     a10 = rows.pop("a10-tp1-bf16")
