@@ -62,9 +62,8 @@ GEMMs: memory-bound (the weight read) -> equal shares; compute-bound -> by own F
 through the blocks plus one row of the LM head).
 Attention: memory-bound -> by own KV bytes (context read + tokens written); compute-bound -> by
 own attention pairs. The fixed part (per-step overhead, per-sequence overhead and all-reduce) is
-split equally. A
-sequence's GPU-seconds in a step count as prefill when it was prefilling, as decode otherwise;
-its `compute_gpu_s` are those of compute-bound kernels. Time a replica runs no step is idle.
+split equally. A sequence's GPU-seconds in a step count as prefill when it was prefilling, as
+decode otherwise; its `compute_gpu_s` are those of compute-bound kernels. Time a replica runs no step is idle.
 
 Fleet timeline, per replica and time bin: [0] seconds a step was running (busy); time-integrals
 of [1] the step's batch (sequences in the step) and [2] the KV tokens held at step start, each

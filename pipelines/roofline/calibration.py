@@ -5,8 +5,8 @@ drivers and settings differ. Given what their logs observed, we fit the five num
 the software: compute efficiency, bandwidth efficiency, the per-step overhead, the per-sequence
 overhead of a step (step.py, O_seq: sampling and the engine's per-sequence work, 1 us on today's
 engines and ~0.3 ms where it runs in Python between steps) and the client-side latency (network
-one-way), and report how far the model was from the observations before and
-after, per request shape.
+one-way), and report how far the model was from the observations before and after, per request
+shape.
 
 Two kinds of observations:
 
@@ -43,9 +43,8 @@ the median observation of a metric is faster than the deployment can be with eve
 factor at its ideal (100% of peak compute and bandwidth, no step overhead, no client latency;
 the catalog's all-reduce latency and per-layer launch cost stay, being hardware), or a fitted
 efficiency ends at its bound (100% of peak, or 1%) or an overhead at its ceiling (1 s; 10 ms for
-the per-sequence one). Either means the
-deployment is not the one that served the log (GPU, tensor-parallel degree, dtype or model),
-whatever the errors say.
+the per-sequence one). Either means the deployment is not the one that served the log (GPU,
+tensor-parallel degree, dtype or model), whatever the errors say.
 
 Outliers: a fitted metric's observations (both halves) more than 10 x off the fitted prediction
 either way are counted per metric, with the worst (`Calibration.outliers`): a fit can be
@@ -102,8 +101,8 @@ F_SCALE = 0.2
 DIFF_STEP = 0.05
 MAX_EVALUATIONS = 400
 ALL_SHAPES = "all"
-# The ideal deployment of the plausibility check: every factor at its best (module docstring).
 OVERHEADS = ("step_overhead_s", "sequence_overhead_s", "net_one_way_s")
+# The ideal deployment of the plausibility check: every factor at its best (module docstring).
 IDEAL = {"compute_efficiency": 1.0, "bandwidth_efficiency": 1.0,
          **{p: BOUNDS[p][0] for p in OVERHEADS}}
 # Where the fit starts a parameter whose own value lies below this: in log space, near the lower

@@ -52,8 +52,9 @@ REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
     "gpu_efficiency": ("family", "stack", "compute_efficiency", "bandwidth_efficiency",
-                       "step_overhead_s", "layer_overhead_s", "sequence_overhead_s", "allreduce_latency_s",
-                       "allreduce_rounds", "allreduce_bus_efficiency", "source"),
+                       "step_overhead_s", "layer_overhead_s", "sequence_overhead_s",
+                       "allreduce_latency_s", "allreduce_rounds", "allreduce_bus_efficiency",
+                       "source"),
     "models": ("model", "layers", "hidden_size", "q_heads", "kv_heads", "head_dim", "ffn_size",
                "total_params_b", "active_params_b", "experts", "experts_per_token", "attention",
                "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "source"),
@@ -153,8 +154,8 @@ NUMBER_RANGES = {
         **dict.fromkeys(("replicas", "max_seqs", "max_batched_tokens", "kv_block_tokens"), COUNT),
         "kv_memory_fraction": FRACTION, "compute_efficiency": FRACTION,
         "bandwidth_efficiency": FRACTION,
-        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "sequence_overhead_s", "net_one_way_s",
-                         "net_bytes_per_token"), NON_NEGATIVE),
+        **dict.fromkeys(("step_overhead_s", "layer_overhead_s", "sequence_overhead_s",
+                         "net_one_way_s", "net_bytes_per_token"), NON_NEGATIVE),
         "net_bandwidth_bytes_per_s": POSITIVE,
     },
 }
@@ -392,8 +393,9 @@ class Catalog:
         eff = _one(family_rows, "stack", stack, f"serving stack for {g['family']} GPUs",
                    self.file("gpu_efficiency"))
         link = self._allreduce_row(g, stack, tp, eff)
-        given = dict(zip(SOFTWARE_FACTORS, (compute_efficiency, bandwidth_efficiency, step_overhead_s,
-                                            layer_overhead_s, sequence_overhead_s), strict=True))
+        given = dict(zip(SOFTWARE_FACTORS, (compute_efficiency, bandwidth_efficiency,
+                                            step_overhead_s, layer_overhead_s,
+                                            sequence_overhead_s), strict=True))
         efficiency = Efficiency(
             **{k: eff[k] if given[k] is None else given[k] for k in SOFTWARE_FACTORS},
             allreduce_latency_s=link["allreduce_latency_s"],
@@ -415,7 +417,8 @@ class Catalog:
                             kv_memory_fraction=float(scheduler.kv_memory_fraction),
                             **{k: int(getattr(scheduler, k))
                                for k in ("max_seqs", "max_batched_tokens", "kv_block_tokens")})
-        efficiency = replace(efficiency, **{k: float(getattr(efficiency, k)) for k in SOFTWARE_FACTORS})
+        efficiency = replace(efficiency,
+                             **{k: float(getattr(efficiency, k)) for k in SOFTWARE_FACTORS})
         network = Network(*(float(v) for v in astuple(network)))
         for option, (choices, meaning) in SCHEDULER_CHOICES.items():
             value = getattr(scheduler, option)
@@ -973,6 +976,7 @@ def _key_spelling_problems(frame: pl.DataFrame, file: Path) -> list[str]:
                         f" spaces around their {' / '.join(keys)}: expected each {' / '.join(keys)}"
                         f" once, spelt one way")
     return problems
+
 
 def _check_across_files(frames: dict[str, pl.DataFrame], directory: Path,
                         problems: list[str]) -> None:

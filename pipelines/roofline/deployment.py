@@ -373,10 +373,9 @@ class Deployment:
         (F_tok + F_seq) * b / P_eff = W(b) / B_eff (a decode step's b tokens are b sequences),
         W(b) counting only the experts b tokens touch."""
         coef = self.coefficients
-        per_token = self.flops_per_token + self.flops_per_sequence
 
         def excess(b: float) -> float:
-            return b * per_token / self.effective_flops - step.weight_bytes(
+            return step.gemm_flops(coef, b, b) / self.effective_flops - step.weight_bytes(
                 coef, b) / self.effective_bandwidth
 
         low, high = 0.0, 1.0

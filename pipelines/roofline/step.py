@@ -60,8 +60,8 @@ lock-step, so the replica's step time is one GPU's step time):
   tables and outputs. On today's engines it is a GPU kernel's share, ~1 us (FlashInfer's
   top-k / top-p sampling over 131,072 logits: 0.37-0.49 ms for 512 sequences, vLLM PR #40376;
   the 2023 stack's 110-200 us, fitted on SplitwiseSim's steps, is its Python per-sequence work
-  on the host CPU); on an engine
-  that does it in Python between steps it is the larger part of a small model's step: the
+  on the host CPU); on an engine that does it in Python between steps it is the larger part of
+  a small model's step: the
   BurstGPT replay's vLLM engine log (0.5 s throughput samples, docs/physics.md section 6) shows
   Llama-3.2-1B decode steps on one RTX 4090 growing by ~0.3 ms per running sequence, 44 ms at
   148 sequences where weights and KV cache take ~8 ms. Split equally among the step's
