@@ -721,6 +721,10 @@ def engine_log_step_line(engine_log: pl.DataFrame) -> tuple[float, float, int]:
     if missing:
         raise CalibrationError(f"engine_log lacks column(s) {sorted(missing)}: expected "
                                f"{', '.join(ENGINE_LOG_COLUMNS)} (tokens/s and request counts per sample)")
+    text = [c for c in ENGINE_LOG_COLUMNS if not engine_log[c].dtype.is_numeric()]
+    if text:   # a value such as 'n/a' made the column text: Polars' comparison error said nothing
+        raise CalibrationError(f"engine_log column(s) {text} are not numbers: expected tokens/s"
+                               f" and request counts in every sample")
     decoding = engine_log.filter(
         (pl.col("prompt_throughput") == 0) & (pl.col("num_pending") == 0)
         & (pl.col("num_running") > 0) & (pl.col("generation_throughput") > 0)

@@ -155,6 +155,8 @@ def test_an_engine_log_without_two_batch_sizes_or_its_columns_is_refused():
         engine_log_step_line(one_size)
     with pytest.raises(CalibrationError, match=r"engine_log lacks column\(s\) \['num_pending'\]"):
         engine_log_step_line(one_size.drop("num_pending"))
+    with pytest.raises(CalibrationError, match=r"column\(s\) \['prompt_throughput'\] are not numbers"):
+        engine_log_step_line(one_size.with_columns(prompt_throughput=pl.Series(["0", "n/a"])))
 
 
 def test_requests_without_observations_are_refused(catalog):
