@@ -59,7 +59,7 @@ def main(argv: list[str]) -> None:
     if "--rows" in argv:
         print(validated.select("source", "model", "gpu", "tp", "weight_dtype", "metric",
                                "prompt_tokens", "output_tokens", "batch", "qps", "concurrency",
-                               "measured",
+                               "requests", "measured",
                                pl.col("predicted").round(5), pl.col("error").round(3)))
     if "--sources" in argv:
         print(summary(validated, by=("source", "metric")))

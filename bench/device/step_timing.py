@@ -19,7 +19,7 @@ groups of REPLAYS replays after warm-up. Shapes (SHAPES):
   1-256 sequences at 1,024 / 4,096 tokens of context;
 - one GPU's shard of Llama-3.1-70B at tensor parallelism 8 (8 query heads over 1 KV head, 1/8 of
   the FFN and vocabulary), decode steps of 64-2,048 sequences: the regime where the model's
-  max-load throughput is a median 17% too high (docs/physics.md section 5, "Tensor parallelism
+  max-load throughput is a median 16% too high (docs/physics.md section 5, "Tensor parallelism
   4-8 under heavy decode load"). Each is timed whole (`full`), with the attention left out
   (`gemm`: the attention output is its query) and as the attention alone (`attn`: the KV write and
   attention of every layer), so the model's two terms are checked one by one. The shard has no

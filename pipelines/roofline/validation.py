@@ -9,7 +9,16 @@ degree, dtypes, serving engine, request shape and one measured figure:
   `prompt`-token prompt: the mean decode step over the output, plus, for the E2E_OVER_OUTPUT
   engines (vLLM's benchmark_latency measures the whole batch end to end, at any b, 1 included),
   the batch's prefill spread over the output.
-- max_throughput_tok_s: output tokens/s under unbounded load (`Deployment.max_throughput_tok_s`).
+- max_throughput_tok_s: output tokens/s under unbounded load (`Deployment.max_throughput_tok_s`,
+  the steady state of a batch the KV cache and scheduler allow, run again and again). A row
+  with `requests` N (trtllm-bench's `$num_requests`, vLLM benchmark_throughput's
+  `--num-prompts`) measured a finite run instead: N identical requests queued at t = 0, output
+  tokens N x output over the time until the last one ends. That run goes in waves of the batch
+  the engine admits, the last one partial, and a partial wave decodes at a small batch that
+  costs nearly a full one's step (weights, all-reduce latency, overheads): 1,500 requests of
+  128 + 4,096 tokens on 8 x H200, whose KV cache holds ~1,490 of them, are one full wave and
+  10 requests decoding alone for as long. The replay (pipelines.replay, with the engine's
+  admission rule) runs the N requests, so the prediction pays that tail as the measurement did.
 - rows with a `qps` (online serving at a request rate): mean TTFT / mean time per output token of
   the replay (pipelines.replay, the same engine the reports use) of SERVED_REQUESTS identical
   requests arriving as a Poisson stream at that rate (fixed seed), with no client network: a
@@ -120,6 +129,11 @@ def predict(catalog: Catalog, row: dict) -> float:
     if qps and concurrency:
         raise ValueError("a row has either a qps (open loop) or a concurrency (closed loop),"
                          " not both")
+    if row.get("requests") not in (None, ""):
+        if metric != "max_throughput_tok_s":
+            raise ValueError(f"requests (a finite max-load run) belongs to max_throughput_tok_s"
+                             f" rows, not {metric!r}")
+        return finite_run_tok_s(d, int(row["requests"]), prompt, output)
     if qps:
         return _served(d, float(row["qps"]), prompt, output, metric, frontend_s)
     if concurrency:
@@ -138,6 +152,13 @@ def predict(catalog: Catalog, row: dict) -> float:
         raise ValueError("output_tok_s is the throughput of a closed-loop run: the row needs a"
                          " concurrency")
     raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+
+
+def finite_run_tok_s(d: Deployment, requests: int, prompt: int, output: int) -> float:
+    """Output tokens/s of a max-load benchmark of `requests` identical requests all queued at
+    t = 0 (module docstring): requests x output over the replayed makespan, with no network."""
+    done = replay(_identical(np.zeros(requests), prompt, output), _at_client(d, 0.0))
+    return requests * output / float(done["e2e_s"].max())
 
 
 def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str,
@@ -213,7 +234,8 @@ REQUIRED_COLUMNS = ("engine", "model", "gpu", "tp", "weight_dtype", "kv_dtype", 
 
 # Columns mostly empty (a load applies to few rows, stated server limits to few sources), typed
 # here rather than guessed by the reader.
-LOAD_COLUMNS = {"batch": pl.Int64, "qps": pl.Float64, "concurrency": pl.Int64}
+LOAD_COLUMNS = {"batch": pl.Int64, "qps": pl.Float64, "concurrency": pl.Int64,
+                "requests": pl.Int64}
 SCHEDULER_COLUMNS = {"max_seqs": pl.Int64, "max_batched_tokens": pl.Int64,
                      "kv_memory_fraction": pl.Float64}
 

@@ -309,6 +309,49 @@ def test_served_rows_replay_a_poisson_stream():
         predict(catalog, {**row, "metric": "max_throughput_tok_s"})
 
 
+H200_TP8_70B = {"engine": "trtllm-bench", "model": "llama-3.1-70b", "gpu": "h200-sxm", "tp": 8,
+                "weight_dtype": "fp8", "kv_dtype": "fp8", "metric": "max_throughput_tok_s",
+                "prompt_tokens": 128, "output_tokens": 4096, "batch": None,
+                "measured_at": "engine"}
+
+
+def test_a_finite_max_load_run_pays_its_partial_last_wave():
+    """A max-load row with a request count is that many requests queued at t = 0: a count the
+    KV cache admits at once runs as the steady state does (within the few percent by which the
+    replay's prefill beside the decodes differs from the formula's prefill-then-decode), and
+    ten requests more decode alone for nearly as long as the full wave, which the steady state
+    never pays."""
+    catalog = load_catalog()
+    d = validation.deployment_for(catalog, H200_TP8_70B)
+    batch = d.max_concurrency(128, 4096)
+    steady = predict(catalog, H200_TP8_70B)
+    assert steady == pytest.approx(d.max_throughput_tok_s(128, 4096))
+    one_wave = predict(catalog, {**H200_TP8_70B, "requests": batch})
+    assert one_wave == pytest.approx(steady, rel=0.04)
+    with_tail = predict(catalog, {**H200_TP8_70B, "requests": batch + 10})
+    assert with_tail < 0.9 * one_wave
+    assert with_tail == pytest.approx(validation.finite_run_tok_s(d, batch + 10, 128, 4096))
+    with pytest.raises(ValueError, match=r"requests \(a finite max-load run\).*'tpot_s'"):
+        predict(catalog, {**H200_TP8_70B, "metric": "tpot_s", "batch": 1, "requests": 100})
+
+
+def test_trtllm_bench_rows_carry_the_perf_overview_request_counts(validated):
+    """The perf overview's `$num_requests` table (the same in every edition for the shapes it
+    lists) is on its rows; the shapes no edition lists (v0.20's 1,024 / 2,048, the developer
+    guide's 1,000 / 1,000) have none and keep the steady-state formula."""
+    counted = validated.filter(pl.col("requests").is_not_null())
+    assert set(counted["metric"]) == {"max_throughput_tok_s"}
+    bench = validated.filter((pl.col("engine") == "trtllm-bench")
+                             & ~pl.col("source").str.ends_with("devguide"))
+    table = set(bench.filter(pl.col("requests").is_not_null())
+                .select("prompt_tokens", "output_tokens", "requests").unique().rows())
+    assert table == {(128, 128, 30000), (128, 2048, 3000), (128, 4096, 1500), (1000, 2000, 1500),
+                     (2048, 128, 3000), (2048, 2048, 1500), (5000, 500, 1500),
+                     (1000, 1000, 3000), (500, 2000, 3000), (20000, 2000, 1000)}
+    uncounted = bench.filter(pl.col("requests").is_null())
+    assert set(zip(uncounted["prompt_tokens"], uncounted["output_tokens"])) == {(1024, 2048)}
+
+
 def test_unknown_engine_and_metric_are_named():
     catalog = load_catalog()
     row = {"engine": "llama.cpp", "model": "llama-3.1-8b", "gpu": "h100-sxm", "tp": 1,
