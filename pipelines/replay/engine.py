@@ -32,7 +32,10 @@ simulator in tests/replay/reference.py, which must agree with this loop to 1e-9)
        and nothing is preempted; a burst waits in the queue instead of thrashing. Without chunked prefill a
        prompt is prefilled whole, and only joins a step whose prefills leave room for it
        (or as the step's only prefill).
-  The step's duration comes from the roofline (pipelines/roofline/step.py) over all its tokens.
+  The step's duration comes from the roofline (pipelines/roofline/step.py) over all its tokens;
+  a decode-only step under CUDA-graph padding (`graph_sizes`, Scheduler.graph_batch_sizes) runs
+  its GEMMs and fixed costs over the smallest captured batch >= its sequences, its attention
+  over its own (docs/physics.md section 1), and its sequences share the padding's time.
   At its end, a sequence whose prefill completed emits a token (its first token the first time),
   each decode emits a token, and a sequence with all its output tokens finishes and frees its KV.
 - Cached tokens (`cached_tokens`, known prefix hits) are in the KV cache on admission and are
@@ -204,37 +207,50 @@ def kernels(coef, tokens, sequences, pairs, kv_read, kv_written):
 
 
 # ---- runs of identical decode steps ----------------------------------------------------------
+# A run's steps are decode-only, so under CUDA-graph padding each runs as the graph of `padded`
+# sequences (deployment.graph_batch): the GEMMs, all-reduce and per-sequence work over the
+# padded batch, the attention over the B real sequences' contexts.
 
 @njit(cache=True)
-def _decode_step(coef, batch, s0, k):
-    """(duration, attention compute-bound?) of decode step k of a run: batch B, contexts
-    S_0 + k B."""
+def _graph_batch(sizes, batch):
+    """deployment.graph_batch for the compiled loop: the smallest captured size >= batch, or
+    batch (no sizes, or none as large)."""
+    for size in sizes:
+        if size >= batch:
+            return float(size)
+    return batch
+
+
+@njit(cache=True)
+def _decode_step(coef, batch, padded, s0, k):
+    """(duration, attention compute-bound?) of decode step k of a run: batch B (run as
+    `padded`), contexts S_0 + k B."""
     ctx = s0 + k * batch
-    duration, _, _, _, attn_bound, _ = kernels(coef, batch, batch, ctx, ctx, batch)
+    duration, _, _, _, attn_bound, _ = kernels(coef, padded, padded, ctx, ctx, batch)
     return duration, attn_bound
 
 
 @njit(cache=True)
-def _decode_duration(coef, batch, s0, k):
+def _decode_duration(coef, batch, padded, s0, k):
     """Duration of decode step k of a run (one step_cost call: the hot path of the sums)."""
     ctx = s0 + k * batch
-    compute_s, memory_s, fixed_s = roofline.step_cost(coef, batch, batch, ctx, ctx, batch)
+    compute_s, memory_s, fixed_s = roofline.step_cost(coef, padded, padded, ctx, ctx, batch)
     return max(compute_s, memory_s) + fixed_s
 
 
 @njit(cache=True)
-def _flip(coef, batch, s0, steps):
+def _flip(coef, batch, padded, s0, steps):
     """First step index of a run whose attention bound differs from step 0's (steps if none):
     attention compute minus memory time is affine in k, so it changes sign at most once (the
     GEMMs, the same B tokens every step, do not change)."""
-    _, bound0 = _decode_step(coef, batch, s0, 0.0)
-    _, bound_last = _decode_step(coef, batch, s0, float(steps - 1))
+    _, bound0 = _decode_step(coef, batch, padded, s0, 0.0)
+    _, bound_last = _decode_step(coef, batch, padded, s0, float(steps - 1))
     if bound_last == bound0:
         return steps
     lo, hi = 1, steps - 1   # the flip is in [lo, hi]
     while lo < hi:
         mid = (lo + hi) // 2
-        if _decode_step(coef, batch, s0, float(mid))[1] == bound0:
+        if _decode_step(coef, batch, padded, s0, float(mid))[1] == bound0:
             lo = mid + 1
         else:
             hi = mid
@@ -242,12 +258,12 @@ def _flip(coef, batch, s0, steps):
 
 
 @njit(cache=True)
-def _series(coef, batch, s0, k0, k1):
+def _series(coef, batch, padded, s0, k0, k1):
     """Sums over steps k0..k1 (one attention bound) of the duration d_k and of k * d_k (d is
     affine there)."""
     n = k1 - k0 + 1
-    d0 = _decode_duration(coef, batch, s0, float(k0))
-    d1 = _decode_duration(coef, batch, s0, float(k1))
+    d0 = _decode_duration(coef, batch, padded, s0, float(k0))
+    d1 = _decode_duration(coef, batch, padded, s0, float(k1))
     total = n * (d0 + d1) / 2.0
     slope = (d1 - d0) / (n - 1) if n > 1 else 0.0
     j_sum = n * (n - 1) / 2.0
@@ -257,28 +273,28 @@ def _series(coef, batch, s0, k0, k1):
 
 
 @njit(cache=True)
-def _run_sums(coef, batch, s0, flip, k0, k1):
+def _run_sums(coef, batch, padded, s0, flip, k0, k1):
     """(sum d_k, sum k d_k) over steps k0..k1 of a run whose attention bound flips at `flip`."""
     total = 0.0
     weighted = 0.0
     if k0 < flip:
-        a, b = _series(coef, batch, s0, k0, min(k1, flip - 1))
+        a, b = _series(coef, batch, padded, s0, k0, min(k1, flip - 1))
         total += a
         weighted += b
     if k1 >= flip:
-        a, b = _series(coef, batch, s0, max(k0, flip), k1)
+        a, b = _series(coef, batch, padded, s0, max(k0, flip), k1)
         total += a
         weighted += b
     return total, weighted
 
 
 @njit(cache=True)
-def _first_end_at_or_after(coef, batch, s0, flip, t0, steps, t):
+def _first_end_at_or_after(coef, batch, padded, s0, flip, t0, steps, t):
     """Index of the first step of a run (started at t0) that ends at or after time t."""
     lo, hi = 0, steps - 1
     while lo < hi:
         mid = (lo + hi) // 2
-        if t0 + _run_sums(coef, batch, s0, flip, 0, mid)[0] >= t:
+        if t0 + _run_sums(coef, batch, padded, s0, flip, 0, mid)[0] >= t:
             hi = mid
         else:
             lo = mid + 1
@@ -380,9 +396,12 @@ def _tokens_counted_twice(used_blocks, own_blocks, unused_entries, held_entries,
 def simulate(
     arrival, prompt, output, cached, hash_offsets, hashes, hash_tokens, coef, replicas,
     max_seqs, max_batched_tokens, chunked_prefill, kv_capacity_blocks, block_tokens, bin_s,
-    router, reserve_output=False, progress_every=0,
+    router, graph_sizes, reserve_output=False, progress_every=0,
 ):
     """Replay requests (sorted by arrival) on `replicas` identical replicas.
+
+    `graph_sizes`: the CUDA-graph batch sizes a decode-only step is padded to (ascending int64;
+    empty for none): Scheduler.graph_batch_sizes.
 
     Request i's prefix hashes are hashes[hash_offsets[i]:hash_offsets[i + 1]], one per
     hash_tokens tokens of its prompt (hash_tokens a multiple of block_tokens). With
@@ -492,13 +511,15 @@ def simulate(
                 _tree_set(tree, leaves, busy_until, best)
             elif run_steps[best] > 1 and busy_until[best] > t_arr:
                 # cut the run after the step running at t_arr: the request joins the next one
-                last = _first_end_at_or_after(coef, float(n_run[best]), run_s0[best],
-                                              run_flip[best], run_t0[best], run_steps[best], t_arr)
+                batch = float(n_run[best])
+                padded = _graph_batch(graph_sizes, batch)
+                last = _first_end_at_or_after(coef, batch, padded, run_s0[best], run_flip[best],
+                                              run_t0[best], run_steps[best], t_arr)
                 if last + 1 < run_steps[best]:
                     run_steps[best] = last + 1
                     run_flip[best] = min(run_flip[best], last + 1)
                     busy_until[best] = run_t0[best] + _run_sums(
-                        coef, float(n_run[best]), run_s0[best], run_flip[best], 0, last)[0]
+                        coef, batch, padded, run_s0[best], run_flip[best], 0, last)[0]
                     _tree_set(tree, leaves, busy_until, best)
             continue
 
@@ -508,14 +529,16 @@ def simulate(
             # -- a run of decode steps ends: attribute it, emit its tokens -------------------
             steps = run_steps[r]
             batch = float(n_run[r])
+            padded = _graph_batch(graph_sizes, batch)
             s0 = run_s0[r]
             kv0 = s0 - run_twice[r]   # the KV tokens held at the run's start
             flip = run_flip[r]
             # Per step: the GEMM time and the fixed time, the same every step, split equally;
             # the attention time a_k splits by own KV bytes (memory-bound: a_k is proportional
             # to S_k + B, so sequence i's part is a_k / (S_k + B) * (ctx_i + k + 1)) or by own
-            # pairs (compute-bound: a_k / S_k * ctx_i + k)), affine in k within each piece.
-            _, gemm_s, gemm_bound, _, _, fixed = kernels(coef, batch, batch, s0, s0, batch)
+            # pairs (compute-bound: a_k / S_k * ctx_i + k)), affine in k within each piece. Under
+            # CUDA-graph padding the real sequences share the padding's GEMM and fixed time too.
+            _, gemm_s, gemm_bound, _, _, fixed = kernels(coef, padded, padded, s0, s0, batch)
             per_seq = steps * (gemm_s + fixed) / batch          # same for every sequence
             per_seq_compute = steps * gemm_s / batch if gemm_bound else 0.0
             m_rate, m_n, m_k = 0.0, 0.0, 0.0     # memory-bound attention: rate, steps, sum of k
@@ -524,7 +547,7 @@ def simulate(
                 if k1 < k0:
                     continue
                 ctx0 = s0 + k0 * batch
-                _, _, _, attn0, attn_bound, _ = kernels(coef, batch, batch, ctx0, ctx0, batch)
+                _, _, _, attn0, attn_bound, _ = kernels(coef, padded, padded, ctx0, ctx0, batch)
                 n1 = float(k1 - k0 + 1)
                 if attn_bound:
                     c_rate, c_n, c_k = attn0 / ctx0, n1, (k0 + k1) * n1 / 2.0
@@ -539,18 +562,19 @@ def simulate(
                 if t <= edge:
                     last = steps - 1
                 else:
-                    last = _first_end_at_or_after(coef, batch, s0, flip, run_t0[r], steps, edge)
-                    if run_t0[r] + _run_sums(coef, batch, s0, flip, 0, last)[0] > edge:
+                    last = _first_end_at_or_after(coef, batch, padded, s0, flip, run_t0[r], steps,
+                                                  edge)
+                    if run_t0[r] + _run_sums(coef, batch, padded, s0, flip, 0, last)[0] > edge:
                         last -= 1   # step `last` straddles the edge: split it below
                 if last >= k:
-                    total, weighted = _run_sums(coef, batch, s0, flip, k, last)
+                    total, weighted = _run_sums(coef, batch, padded, s0, flip, k, last)
                     timeline[0, r, b] += total
                     timeline[1, r, b] += total * batch
                     timeline[2, r, b] += total * kv0 + weighted * batch
                     start += total
                     k = last + 1
                 if k < steps and t > edge:
-                    d = _decode_duration(coef, batch, s0, float(k))
+                    d = _decode_duration(coef, batch, padded, s0, float(k))
                     _accumulate(timeline, r, start, start + d, bin_s, batch, kv0 + k * batch)
                     start += d
                     k += 1
@@ -769,8 +793,10 @@ def simulate(
             run_t0[r] = t
             run_s0[r] = kv_read
             run_twice[r] = kv_read - kv_held
-            run_flip[r] = _flip(coef, tokens, kv_read, steps)
-            busy_until[r] = t + _run_sums(coef, tokens, kv_read, run_flip[r], 0, steps - 1)[0]
+            padded = _graph_batch(graph_sizes, tokens)
+            run_flip[r] = _flip(coef, tokens, padded, kv_read, steps)
+            busy_until[r] = t + _run_sums(coef, tokens, padded, kv_read, run_flip[r], 0,
+                                          steps - 1)[0]
             _tree_set(tree, leaves, busy_until, r)
             continue
 

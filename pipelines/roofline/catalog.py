@@ -410,11 +410,19 @@ class Catalog:
                 raise CatalogError(f"{column}={values[column]!r}: expected {rule.expected}")
         if not isinstance(scheduler.chunked_prefill, (bool, np.bool_)):
             raise CatalogError(f"chunked_prefill={scheduler.chunked_prefill!r}: expected True or False")
+        sizes = scheduler.graph_batch_sizes
+        if isinstance(sizes, (str, bytes)) or not all(
+                isinstance(x, (int, np.integer)) and not isinstance(x, bool) and x >= 1
+                for x in (sizes if isinstance(sizes, Iterable) else [None])):
+            raise CatalogError(f"graph_batch_sizes={sizes!r}: expected the CUDA-graph batch sizes"
+                               f" a decode step is padded to, whole numbers of at least 1"
+                               f" (empty: no padding)")
         # the checked numbers as the physics and the compiled replay take them (32.0 and
         # np.int64(32) are 32; a float count would fail numba's typing deep in the replay)
         tp, replicas = int(tp), int(replicas)
         scheduler = replace(scheduler, chunked_prefill=bool(scheduler.chunked_prefill),
                             kv_memory_fraction=float(scheduler.kv_memory_fraction),
+                            graph_batch_sizes=tuple(sorted({int(x) for x in sizes})),
                             **{k: int(getattr(scheduler, k))
                                for k in ("max_seqs", "max_batched_tokens", "kv_block_tokens")})
         efficiency = replace(efficiency,

@@ -204,6 +204,18 @@ class Scheduler:
     kv_block_tokens: int = 16
     kv_memory_basis: str = "total"  # "total" (vLLM, SGLang) or "free" (TensorRT-LLM)
     kv_reservation: str = "prompt"  # "prompt" (vLLM, SGLang) or "full" (TensorRT-LLM): KV_RESERVATIONS
+    # CUDA-graph batch sizes with padding (ascending; empty: none): a decode-only step of B
+    # sequences runs as the graph of the smallest captured size >= B, its GEMMs, all-reduces, LM
+    # head and sampling over the padding too (the attention reads only the real sequences' KV);
+    # above the largest it runs as it is (eager). graph_batch() below, docs/physics.md section 1.
+    graph_batch_sizes: tuple[int, ...] = ()
+
+
+def graph_batch(sizes: tuple[int, ...], batch: int) -> int:
+    """The batch a decode-only step of `batch` sequences runs as under CUDA-graph padding to
+    `sizes` (Scheduler.graph_batch_sizes): the smallest size >= batch, or batch itself when
+    there is none (no graphs, or a batch above the largest captured)."""
+    return next((size for size in sizes if size >= batch), batch)
 
 
 @dataclass(frozen=True)
@@ -462,12 +474,15 @@ class Deployment:
     def decode_step_s(self, batch_size: int, context_tokens: int) -> float:
         """Seconds of one decode step over `batch_size` sequences holding `context_tokens` KV
         tokens in total (each sequence reads its context and writes one new token; each holds
-        at least one token, so the context is at least the batch)."""
+        at least one token, so the context is at least the batch). Under CUDA-graph padding
+        (Scheduler.graph_batch_sizes) the GEMMs, all-reduce and per-sequence work run over the
+        padded batch."""
         batch_size = whole_number("batch_size", batch_size, 1)
         context_tokens = whole_number("context_tokens", context_tokens, batch_size)
+        padded = float(graph_batch(self.scheduler.graph_batch_sizes, batch_size))
         compute_s, memory_s, fixed_s = step.step_cost(
-            self.coefficients, float(batch_size), float(batch_size), float(context_tokens),
-            float(context_tokens), float(batch_size),
+            self.coefficients, padded, padded, float(context_tokens), float(context_tokens),
+            float(batch_size),
         )
         return max(compute_s, memory_s) + fixed_s
 
@@ -551,6 +566,8 @@ class Deployment:
             "decode_step_s_batch1_ctx1k": self.decode_step_s(1, 1024),
             "prefill_s_1k": self.prefill_s(1024) if self.kv_capacity_tokens >= 1024 else None,
             **asdict(self.scheduler),
+            # a list in SQL terms, written out: "" where the engine pads to no graph sizes
+            "graph_batch_sizes": ",".join(map(str, self.scheduler.graph_batch_sizes)),
             "net_one_way_s": self.network.one_way_s,
             "net_tail_s": self.network.tail_s,
             "price_provider": self.price_provider,

@@ -51,6 +51,7 @@ engine's defaults for that row only.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from functools import lru_cache
 
@@ -80,11 +81,17 @@ from pipelines.roofline.frontend import FRONTEND_S
 # detail (its static memory fraction and prefill chunk depend on the GPU and tp); vLLM's stand in
 # for the rows that state no limits of their own (at most 64 clients, which never fill the KV
 # cache), and the rows that do state them carry them in SCHEDULER_COLUMNS.
+# trtllm-bench-pytorch: the perf overview's editions from v0.19 on ("Starting with v0.19, testing
+# was performed using the PyTorch backend"): the same, with the limits trtllm-bench derives for
+# the dataset when the command gives none (trtllm_bench_limits) and decode steps padded to the
+# CUDA-graph batch sizes of the overview's llm_options.yml (PERF_OVERVIEW_GRAPH_SIZES).
 TRTLLM_DEFAULTS = {"max_seqs": 2048, "max_batched_tokens": 8192, "kv_memory_fraction": 0.9,
                    "kv_memory_basis": "free", "chunked_prefill": False, "kv_reservation": "full"}
+TRTLLM_BENCH = {**TRTLLM_DEFAULTS, "kv_memory_fraction": 0.95}
 ENGINE_SCHEDULER = {
     "trtllm": TRTLLM_DEFAULTS,
-    "trtllm-bench": {**TRTLLM_DEFAULTS, "kv_memory_fraction": 0.95},
+    "trtllm-bench": TRTLLM_BENCH,
+    "trtllm-bench-pytorch": TRTLLM_BENCH,
     "trtllm-serving": TRTLLM_DEFAULTS,
     "vllm": {},
     "sglang": {},
@@ -103,16 +110,73 @@ CLOSED_LOOP_SEEDS = 4
 MAX_PASSES = 300
 
 
+# The perf overview's llm_options.yml from v0.19 on: `cuda_graph_config: enable_padding: true`
+# with these batch sizes (NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md @00f37686).
+PERF_OVERVIEW_GRAPH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+# trtllm-bench's bytes per weight / KV element by quantization (tuning.py BYTES_PER_ELEM)
+TRTLLM_BENCH_BYTES = {"fp8": 1.0, "fp4": 0.5}
+
+
 def deployment_for(catalog: Catalog, row: dict) -> Deployment:
     """The deployment a measurement row describes: its engine's scheduler limits, overridden by
     the limits the row states (SCHEDULER_COLUMNS)."""
     if row["engine"] not in ENGINE_SCHEDULER:
         raise ValueError(f"engine {row['engine']!r}: expected one of {', '.join(ENGINE_SCHEDULER)}")
     stated = {c: row[c] for c in SCHEDULER_COLUMNS if row.get(c) not in (None, "")}
-    return catalog.build(
-        model=row["model"], gpu=row["gpu"], tp=int(row["tp"]), weights=row["weight_dtype"],
-        kv_cache=row["kv_dtype"], **{**ENGINE_SCHEDULER[row["engine"]], **stated},
-    )
+    spec = dict(model=row["model"], gpu=row["gpu"], tp=int(row["tp"]),
+                weights=row["weight_dtype"], kv_cache=row["kv_dtype"])
+    derived = (trtllm_bench_limits(catalog.build(**spec), int(row["prompt_tokens"]),
+                                   int(row["output_tokens"]))
+               if row["engine"] == "trtllm-bench-pytorch" else {})
+    return catalog.build(**spec, **{**ENGINE_SCHEDULER[row["engine"]], **derived, **stated})
+
+
+def trtllm_bench_limits(d: Deployment, prompt: int, output: int,
+                        kv_fraction: float = 0.95) -> dict:
+    """The max_seqs, max_batched_tokens and CUDA-graph batch sizes trtllm-bench's PyTorch flow
+    runs a dataset of `prompt` + `output` tokens with when the command sets no limits (the perf
+    overview's), following TensorRT-LLM's code:
+
+    - tensorrt_llm/bench/build/tuning.py `calc_engine_setting` / `finetune_setting`: KV bytes
+      per token of the whole group with max(tp, kv heads) heads; cache memory = (device GiB x
+      GPUs - parameters x bytes per weight) x the KV fraction; requests it holds R = that /
+      (KV per token x (prompt + output)); max batch = R rounded up to 32 (at least 64) below
+      256, to 128 below 1,024, else to 256, R capped at 4,096 first; max tokens = R x (1 +
+      prompt / output), capped at 32,768, rounded up to 256 (at least 2,048) below 4,096, to
+      512 below 8,192, else to 1,024;
+    - tensorrt_llm/bench/benchmark/utils (get_settings): without chunked prefill, max tokens at
+      least the longest prompt + the max batch;
+    - tensorrt_llm/_torch/pyexecutor/model_engine.py `_filter_cuda_graph_batch_sizes`: the
+      captured sizes are those of llm_options.yml up to min(max batch, max tokens), padding
+      to that cap above it.
+
+    The device memory is the driver's (gpus.csv memory_gib); parameters are the model's total."""
+    m = d.model
+    kv_bytes = TRTLLM_BENCH_BYTES.get(d.kv_dtype, 2.0)
+    gib_per_token = (2 * m.layers * max(d.tp, m.kv_heads) * m.head_dim * kv_bytes) / 1024**3
+    weights_gib = m.total_params_b * 1e9 * TRTLLM_BENCH_BYTES.get(d.weight_dtype, 2.0) / 1024**3
+    cache_gib = (d.gpu.memory_gib * d.tp - weights_gib) * kv_fraction
+    requests = min(cache_gib / (gib_per_token * (prompt + output)), 4096.0)
+    if requests < 256:
+        max_batch = max(64, 32 * math.ceil(requests / 32))
+    elif requests < 1024:
+        max_batch = 128 * math.ceil(requests / 128)
+    else:
+        max_batch = 256 * math.ceil(requests / 256)
+    raw_tokens = min(requests * (1 + prompt / output), 32768.0)
+    if raw_tokens < 4096:
+        max_tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        max_tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        max_tokens = 1024 * math.ceil(raw_tokens / 1024)
+    max_tokens = max(max_tokens, prompt + max_batch)
+    cap = min(max_batch, max_tokens)
+    sizes = [size for size in PERF_OVERVIEW_GRAPH_SIZES if size <= cap]
+    if cap > sizes[-1] and cap < PERF_OVERVIEW_GRAPH_SIZES[-1]:
+        sizes.append(cap)
+    return {"max_seqs": max_batch, "max_batched_tokens": max_tokens,
+            "graph_batch_sizes": tuple(sizes)}
 
 
 def predict(catalog: Catalog, row: dict) -> float:

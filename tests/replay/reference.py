@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from pipelines.replay import engine
 from pipelines.roofline import step as roofline
+from pipelines.roofline.deployment import graph_batch
 
 
 @dataclass
@@ -72,7 +73,7 @@ def blocks(tokens: int, block: int) -> int:
 
 def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batched_tokens,
              chunked_prefill, kv_capacity_blocks, block_tokens, router, hashes=None,
-             hash_tokens=512, reserve_output=False) -> Outcome:
+             hash_tokens=512, reserve_output=False, graph_sizes=()) -> Outcome:
     hashes = hashes if hashes is not None else [[] for _ in arrival]
     seqs = [Sequence(i, float(arrival[i]), int(prompt[i]), int(output[i]), int(cached[i]),
                      int(prompt[i]), list(hashes[i])) for i in range(len(arrival))]
@@ -225,8 +226,14 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         # The step's two kernels, as step_cost defines them (engine.kernels): the GEMMs, then
         # the attention, each with its own bound.
         batch = len(r.in_step)
+        # a decode-only step (every running sequence decoding) runs as a CUDA graph of the
+        # smallest captured size >= batch: GEMMs and fixed costs over the padding too
+        if prefill == 0 and len(r.in_step) == len(r.running):
+            gemm_tokens = gemm_sequences = float(graph_batch(graph_sizes, batch))
+        else:
+            gemm_tokens, gemm_sequences = tokens, float(batch)
         duration, gemm_s, gemm_compute_bound, attn_s, attn_compute_bound, fixed_s = engine.kernels(
-            coef, tokens, float(batch), all_pairs, kv_read, tokens)
+            coef, gemm_tokens, gemm_sequences, all_pairs, kv_read, tokens)
         step_flops = roofline.gemm_flops(coef, tokens, float(batch))
         for s in r.in_step:
             if gemm_compute_bound:   # by own FLOPs: the blocks per token, the head per sequence

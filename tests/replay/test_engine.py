@@ -493,6 +493,7 @@ def test_real_mooncake_excerpt_reuses_prefixes(catalog):
         requests["arrival_s"].to_numpy(), requests["prompt_tokens"].to_numpy(),
         requests["output_tokens"].to_numpy(), np.zeros(n, np.int64), offsets, hashes, 512,
         d.coefficients, 1, 256, 8192, True, 10_000_000 // 16, 16, 60.0, engine.LEAST_OUTSTANDING,
+        np.zeros(0, np.int64),
     )[8]
     assert (hit <= np.array(bound)).all()
     assert hit.sum() / requests["prompt_tokens"].sum() > 0.95 * bound_rate
@@ -550,3 +551,24 @@ def test_tokens_per_prefix_hash_is_a_whole_number(seed):
         with pytest.raises(ReplayError, match=rf"hash_tokens={re.escape(repr(wrong))}: expected a"
                                               r" whole number"):
             replay(requests, seed, hash_tokens=wrong)
+
+
+def test_decode_steps_under_cuda_graph_padding_run_at_the_captured_batch(catalog):
+    """Ten identical requests prefilled together, then 49 decode-only steps of 10 sequences:
+    padded to the captured 64 each such step costs Deployment.decode_step_s(10, ...), which pads
+    too, so their decode stage is the sum of those; the prefill step, which carries prompts, is
+    not padded; and the padding's GPU time is the requests' (conservation holds)."""
+    plain = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", max_seqs=64)
+    padded = dataclasses.replace(plain, scheduler=dataclasses.replace(
+        plain.scheduler, graph_batch_sizes=(8, 64)))
+    requests = _burst(10, 100, 50)
+    before, after = replay_fleet(requests, plain), replay_fleet(requests, padded)
+    assert_invariants(after, padded)
+    s, p = before.stages, after.stages
+    assert (p["prefill_s"] - s["prefill_s"]).abs().max() < 1e-12
+    steps = sum(padded.decode_step_s(10, 10 * (100 + k)) for k in range(49))
+    assert p["decode_s"].to_numpy() == pytest.approx(np.full(10, steps), rel=1e-3)
+    # memory-bound at 10 sequences: the weight read does not grow with the padding, the
+    # padding's FLOPs, all-reduce and sampling do
+    assert (p["decode_s"] > s["decode_s"]).all()
+    assert float(p["gpu_s"].sum()) > float(s["gpu_s"].sum())

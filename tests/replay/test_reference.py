@@ -87,6 +87,9 @@ def scenarios(draw):
         block_tokens=block,
         router=draw(st.sampled_from(sorted(engine.ROUTERS))),
         reserve_output=draw(st.booleans()),
+        # CUDA-graph padding of decode-only steps: none, or a ladder with gaps and a top below
+        # some batches (those run unpadded)
+        graph_sizes=draw(st.sampled_from([(), (1, 2, 4), (3, 8, 16)])),
     )
 
 
@@ -107,7 +110,7 @@ def test_engine_agrees_with_the_reference(case):
         case["flat_hashes"], case["hash_tokens"], case["coef"],
         case["replicas"], case["max_seqs"], case["max_batched_tokens"], case["chunked_prefill"],
         case["kv_capacity_blocks"], case["block_tokens"], bin_s, engine.ROUTERS[case["router"]],
-        case["reserve_output"],
+        np.asarray(case["graph_sizes"], dtype=np.int64), case["reserve_output"],
     )
     seqs = ref.sequences
     if case["reserve_output"]:
@@ -148,7 +151,8 @@ def test_reference_agrees_on_a_long_decode_run_across_a_bound_flip():
                           *(case[k] for k in ("coef",
                                               "replicas", "max_seqs", "max_batched_tokens",
                                               "chunked_prefill", "kv_capacity_blocks",
-                                              "block_tokens")), 60.0, engine.LEAST_OUTSTANDING)
+                                              "block_tokens")), 60.0, engine.LEAST_OUTSTANDING,
+                          np.zeros(0, np.int64))
     assert _close(out[3], [s.finished for s in ref.sequences])
     assert _close(out[6], [s.decode_gpu for s in ref.sequences])
     assert _close(out[7], [s.compute_gpu for s in ref.sequences])

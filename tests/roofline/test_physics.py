@@ -8,7 +8,7 @@ import pytest
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline import step
 from pipelines.roofline.catalog import valid_tensor_parallel
-from pipelines.roofline.deployment import ALLREDUCE_ROUNDS
+from pipelines.roofline.deployment import ALLREDUCE_ROUNDS, graph_batch
 
 
 @pytest.fixture(scope="module")
@@ -351,3 +351,37 @@ def test_every_sequence_of_a_step_adds_the_per_sequence_overhead(catalog):
     fixed = step.step_cost(costly.coefficients, 512.0, 512.0, 0.0, 0.0, 512.0)[2]
     assert fixed == pytest.approx(step.step_cost(free.coefficients, 512.0, 512.0, 0.0, 0.0,
                                                  512.0)[2] + 512 * 3e-4, rel=1e-9)
+
+
+def test_cuda_graph_padding_runs_a_decode_step_at_the_next_captured_batch(catalog):
+    """Under CUDA-graph padding (Scheduler.graph_batch_sizes) a decode step of B sequences runs
+    its GEMMs, all-reduce and per-sequence work over the smallest captured size >= B; its
+    attention reads only the B sequences' KV; above the largest size it runs unpadded. A
+    prefill is never padded."""
+    sizes = (1, 2, 4, 512, 1024)
+    plain = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="fp8",
+                          kv_cache="fp8")
+    padded = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="fp8",
+                           kv_cache="fp8", graph_batch_sizes=(1024, 512, 4, 2, 1, 512))
+    assert padded.scheduler.graph_batch_sizes == sizes   # sorted, each once
+    assert graph_batch(sizes, 600) == 1024 and graph_batch(sizes, 512) == 512
+    assert graph_batch(sizes, 3000) == 3000 and graph_batch((), 7) == 7
+    context = 600 * 2000
+    gemm_and_fixed = step.step_cost(plain.coefficients, 1024.0, 1024.0, 0.0, 0.0, 0.0)
+    attention = step.step_cost(plain.coefficients, 600.0, 600.0, context, context, 600.0)
+    alone = step.step_cost(plain.coefficients, 600.0, 600.0, 0.0, 0.0, 0.0)
+    expected = (max(gemm_and_fixed[:2]) + gemm_and_fixed[2]
+                + max(attention[:2]) - max(alone[:2]))
+    assert padded.decode_step_s(600, context) == pytest.approx(expected, rel=1e-9)
+    assert padded.decode_step_s(600, context) > 1.2 * plain.decode_step_s(600, context)
+    assert padded.decode_step_s(512, 512 * 2000) == plain.decode_step_s(512, 512 * 2000)
+    assert padded.decode_step_s(3000, 3000 * 100) == plain.decode_step_s(3000, 3000 * 100)
+    assert padded.prefill_s(4000) == plain.prefill_s(4000)
+    assert padded.as_row()["graph_batch_sizes"] == "1,2,4,512,1024"
+    assert plain.as_row()["graph_batch_sizes"] == ""
+
+
+@pytest.mark.parametrize("sizes", ["8,16", (0, 8), (8, 2.5), (True,), 64])
+def test_graph_batch_sizes_must_be_whole_positive_numbers(catalog, sizes):
+    with pytest.raises(CatalogError, match="graph_batch_sizes=.*CUDA-graph batch sizes"):
+        catalog.build(model="llama-3.1-8b", gpu="h100-sxm", graph_batch_sizes=sizes)

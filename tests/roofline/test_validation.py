@@ -341,7 +341,7 @@ def test_trtllm_bench_rows_carry_the_perf_overview_request_counts(validated):
     guide's 1,000 / 1,000) have none and keep the steady-state formula."""
     counted = validated.filter(pl.col("requests").is_not_null())
     assert set(counted["metric"]) == {"max_throughput_tok_s"}
-    bench = validated.filter((pl.col("engine") == "trtllm-bench")
+    bench = validated.filter(pl.col("engine").str.starts_with("trtllm-bench")
                              & ~pl.col("source").str.ends_with("devguide"))
     table = set(bench.filter(pl.col("requests").is_not_null())
                 .select("prompt_tokens", "output_tokens", "requests").unique().rows())
@@ -486,3 +486,28 @@ def test_device_step_timings_of_a_smoke_run_are_refused_by_name():
         validation.validate_step_timings(load_catalog(), _timed([
             dict(shape="llama-3.1-8b", phase="decode", mode="full", median_s=0.01)]).with_columns(
             shape=pl.lit("tiny")), "h200-sxm")
+
+
+def test_trtllm_bench_limits_follow_its_tuning_heuristic():
+    """trtllm-bench's sizing for Llama-70B FP8 on 8 x H200 at 128 / 4,096 tokens, by hand from
+    tuning.py: 2 x 80 layers x 8 heads x 128 x 1 B = 1.526e-4 GiB per token; (8 x 140.4 GiB -
+    70.6e9 B = 65.75 GiB) x 0.95 = 1,004.6 GiB of cache; / (1.526e-4 x 4,224) = 1,559 requests:
+    a max batch of 1,792 (256 x 7), max tokens 1,559 x (1 + 128 / 4,096) = 1,607 -> 2,048 (at
+    least the prompt + the max batch, 1,920). The overview's CUDA-graph sizes up to min(1,792, 2,048),
+    padded to 1,792 above 1,024. A trtllm-bench-pytorch row is predicted with them."""
+    catalog = load_catalog()
+    d = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="fp8",
+                      kv_cache="fp8")
+    limits = validation.trtllm_bench_limits(d, 128, 4096)
+    assert limits == {"max_seqs": 1792, "max_batched_tokens": 2048,
+                      "graph_batch_sizes": (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024,
+                                            1792)}
+    # a long prompt: max tokens at least the prompt + the max batch, the cap the max batch
+    long = validation.trtllm_bench_limits(d, 20000, 2000)
+    assert long["max_batched_tokens"] >= 20000 + long["max_seqs"]
+    assert long["graph_batch_sizes"][-1] == long["max_seqs"]
+    row = {**H200_TP8_70B, "engine": "trtllm-bench-pytorch"}
+    scheduler = validation.deployment_for(catalog, row).scheduler
+    assert (scheduler.max_seqs, scheduler.max_batched_tokens) == (1792, 2048)
+    assert scheduler.graph_batch_sizes == limits["graph_batch_sizes"]
+    assert not validation.deployment_for(catalog, H200_TP8_70B).scheduler.graph_batch_sizes
