@@ -316,6 +316,7 @@ class Catalog:
                 chunked_prefill=row["chunked_prefill"], kv_memory_fraction=row["kv_memory_fraction"],
                 kv_block_tokens=row["kv_block_tokens"],
                 **{option: row[option] for option in SCHEDULER_CHOICES if row.get(option)},
+                graph_batch_sizes=_graph_batch_sizes(row.get("graph_batch_sizes")),
                 price_provider=row["price_provider"], price_plan=row["price_plan"],
                 stack=row.get("stack") or DEFAULT_STACK,
                 network=Network(row["net_one_way_s"], row["net_bytes_per_token"],
@@ -588,6 +589,19 @@ def _attention_peak(gpu_row: dict, kv_dtype: str) -> float:
     if kv_dtype in ("fp8", "fp4") and _has_peak(gpu_row, "fp8"):
         return gpu_row["fp8_tflops"]
     return gpu_row["bf16_tflops"]
+
+
+def _graph_batch_sizes(cell) -> tuple[int, ...]:
+    """deployments.csv's optional graph_batch_sizes: CUDA-graph batch sizes separated by ';'
+    (a single size reads as a number), empty or absent for no padding."""
+    if cell is None or (isinstance(cell, str) and not cell.strip()):
+        return ()
+    parts = str(cell).split(";")
+    if not all(part.strip().isdigit() for part in parts):
+        raise CatalogError(f"graph_batch_sizes={cell!r}: expected the CUDA-graph batch sizes a"
+                           f" decode step is padded to, whole numbers separated by ';' (e.g."
+                           f" 1;2;4;8;16), empty for none")
+    return tuple(int(part) for part in parts)
 
 
 def _check_memory_basis(gpu_row: dict, basis: str) -> None:

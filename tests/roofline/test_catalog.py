@@ -207,6 +207,34 @@ def test_deployments_file_without_a_memory_basis_reads_fractions_as_vllm_does(co
     assert old.kv_capacity_tokens == load_catalog().deployment("seed-example").kv_capacity_tokens
 
 
+def _with_graph_sizes(copied, seed_cell: str) -> None:
+    """deployments.csv with the optional graph_batch_sizes column: `seed_cell` on seed-example,
+    empty on the other rows."""
+    frame = pl.read_csv(copied / "deployments.csv")
+    frame.with_columns(graph_batch_sizes=pl.when(pl.col("deployment") == "seed-example")
+                       .then(pl.lit(seed_cell)).otherwise(pl.lit(""))).write_csv(
+        copied / "deployments.csv")
+
+
+def test_deployments_file_may_pad_decode_steps_to_cuda_graph_sizes(copied):
+    """graph_batch_sizes is optional in deployments.csv: sizes separated by ';', empty for no
+    padding (docs/physics.md section 1)."""
+    _with_graph_sizes(copied, "1;2;4;8;16;32;64;128;256")
+    catalog = load_catalog(copied)
+    assert catalog.deployment("seed-example").scheduler.graph_batch_sizes == (
+        1, 2, 4, 8, 16, 32, 64, 128, 256)
+    assert catalog.deployment("azure-2023-70b-h100").scheduler.graph_batch_sizes == ()
+    assert load_catalog().deployment("seed-example").scheduler.graph_batch_sizes == ()
+
+
+@pytest.mark.parametrize("cell", ["1;two;4", "8,16", "0;8"])
+def test_deployments_file_graph_sizes_that_are_not_sizes_are_named(copied, cell):
+    _with_graph_sizes(copied, cell)
+    with pytest.raises(CatalogError, match=r"deployments\.csv, deployment 'seed-example':"
+                                           r".*graph_batch_sizes.*CUDA-graph batch sizes"):
+        load_catalog(copied).deployment("seed-example")
+
+
 def test_a_line_with_more_fields_than_the_header_is_named(copied):
     """A price typed with a decimal comma (or prose with an unquoted comma) gives its line one
     field too many: the message names that line, not the CSV parser's option to truncate it."""
