@@ -157,19 +157,9 @@ def trtllm_bench_limits(d: Deployment, prompt: int, output: int,
     weights_gib = m.total_params_b * 1e9 * TRTLLM_BENCH_BYTES.get(d.weight_dtype, 2.0) / 1024**3
     cache_gib = (d.gpu.memory_gib * d.tp - weights_gib) * kv_fraction
     requests = min(cache_gib / (gib_per_token * (prompt + output)), 4096.0)
-    if requests < 256:
-        max_batch = max(64, 32 * math.ceil(requests / 32))
-    elif requests < 1024:
-        max_batch = 128 * math.ceil(requests / 128)
-    else:
-        max_batch = 256 * math.ceil(requests / 256)
+    max_batch = _round_up(requests, ((256, 32), (1024, 128), (math.inf, 256)), least=64)
     raw_tokens = min(requests * (1 + prompt / output), 32768.0)
-    if raw_tokens < 4096:
-        max_tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        max_tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        max_tokens = 1024 * math.ceil(raw_tokens / 1024)
+    max_tokens = _round_up(raw_tokens, ((4096, 256), (8192, 512), (math.inf, 1024)), least=2048)
     max_tokens = max(max_tokens, prompt + max_batch)
     cap = min(max_batch, max_tokens)
     sizes = [size for size in PERF_OVERVIEW_GRAPH_SIZES if size <= cap]
@@ -177,6 +167,13 @@ def trtllm_bench_limits(d: Deployment, prompt: int, output: int,
         sizes.append(cap)
     return {"max_seqs": max_batch, "max_batched_tokens": max_tokens,
             "graph_batch_sizes": tuple(sizes)}
+
+
+def _round_up(value: float, bands: tuple[tuple[float, int], ...], least: int) -> int:
+    """finetune_setting's rounding: `value` up to a multiple of the step of the first band it
+    lies below (band = (upper edge, step)), and at least `least`."""
+    step_size = next(size for below, size in bands if value < below)
+    return max(least, step_size * math.ceil(value / step_size))
 
 
 def predict(catalog: Catalog, row: dict) -> float:
