@@ -81,7 +81,7 @@ from pipelines.replay import ReplayError, replay_fleet
 from pipelines.replay.api import deployment_problem, frame_problem
 from pipelines.roofline import step
 from pipelines.roofline.catalog import another_model
-from pipelines.roofline.deployment import Deployment
+from pipelines.roofline.deployment import Deployment, graph_batch
 
 PARAMETERS = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "sequence_overhead_s",
               "net_one_way_s")
@@ -192,7 +192,8 @@ def predict_requests(d: Deployment, requests: pl.DataFrame, *, router: str = "le
 def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
     """Seconds of each measured step: the prefill of `batch` prompts of `prompt_tokens` in one
     step, or one decode step over `batch` sequences of `context_tokens` each (either way `batch`
-    sequences, one LM-head row each)."""
+    sequences, one LM-head row each; a decode step padded to the deployment's CUDA-graph batch
+    sizes, as Deployment.decode_step_s pads it)."""
     prefill = pl.col("kind") == "prefill"
     batch = pl.col("batch").cast(pl.Float64)
     prompt = pl.col("prompt_tokens").cast(pl.Float64)
@@ -209,7 +210,13 @@ def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
     col = {c: arrays[c].to_numpy() for c in arrays.columns}
     pairs = np.where(col["is_prefill"],
                      col["batch"] * step.chunk_attn_pairs(0.0, col["prompt"]), col["decode_pairs"])
-    return step.step_seconds(d.coefficients, col["tokens"], col["batch"], pairs, col["kv_read"],
+    # the padding's GEMMs and per-sequence work are part of the measured step, and of the
+    # replayed one: fitted without them, the factors would charge them twice in the replay
+    padded = np.array([graph_batch(d.scheduler.graph_batch_sizes, int(b)) for b in col["batch"]],
+                      dtype=np.float64)
+    gemm_batch = np.where(col["is_prefill"], col["batch"], padded)
+    tokens = np.where(col["is_prefill"], col["tokens"], padded)
+    return step.step_seconds(d.coefficients, tokens, gemm_batch, pairs, col["kv_read"],
                              col["kv_written"])
 
 

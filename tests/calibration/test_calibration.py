@@ -54,6 +54,20 @@ def test_steps_recover_known_factors(catalog):
     assert result.cost_after < 1e-3 < result.cost_before
 
 
+def test_measured_steps_are_predicted_as_the_replay_runs_them(catalog):
+    """A decode step is Deployment.decode_step_s, CUDA-graph padding included (docs/physics.md
+    section 1): a deployment that pads is fitted to the steps its replay runs, not to unpadded
+    ones. A prefill is never padded."""
+    d = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="fp8", kv_cache="fp8",
+                      graph_batch_sizes=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
+    steps = pl.DataFrame({"kind": ["decode", "decode", "prefill"], "batch": [600, 512, 4],
+                          "prompt_tokens": [0, 0, 1000], "context_tokens": [2000, 2000, 0]})
+    predicted = predict_steps(d, steps)
+    assert predicted[0] == pytest.approx(d.decode_step_s(600, 600 * 2000), rel=1e-12)
+    assert predicted[1] == pytest.approx(d.decode_step_s(512, 512 * 2000), rel=1e-12)
+    assert predicted[2] == pytest.approx(d.prefill_batch_s(4, 1000), rel=1e-12)
+
+
 @pytest.mark.parametrize(("hardware", "deployment"), [("a100-80gb", "splitwise-70b-a100-tp2"),
                                                       ("h100-80gb", "splitwise-70b-h100-tp2")])
 def test_perf_model_held_out_half_within_ten_percent(catalog, hardware, deployment):
