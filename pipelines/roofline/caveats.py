@@ -79,7 +79,7 @@ CAVEATS = (
         " tables (v0.12 to v0.20 and later, Llama 70B and 405B on A100, L40S, H100, H200 and"
         " B200) the modelled throughput of shapes whose outputs are at least as long as their"
         " prompts (hundreds to thousands of sequences per step) is a median 8% and up to 84%"
-        " too high (21% on the TensorRT-engine editions v0.12-v0.17, A100 and L40S; 5% on the"
+        " too high (21% on the TensorRT-engine editions v0.12-v0.17, A100 and L40S; 3% on the"
         " PyTorch-backend ones, whose CUDA-graph padding is modelled), while shorter outputs are"
         " a median 4% off and the latency rows at small"
         " batches a median 6%. Per-GPU throughput falls faster with tp than the modelled"

@@ -192,6 +192,29 @@ def test_current_stack_deepseek_decode_is_the_caveats_figure(validated):
     assert "1.7-2.7 x" in caveat and "1.8-4.4 x" in caveat
 
 
+def test_the_heavy_decode_caveat_and_the_readme_state_the_same_medians(validated):
+    """The high-tp-heavy-decode caveat and the README give one set of figures for the max-load
+    rows at tp 4-8 whose outputs are at least as long as their prompts (outside DeepSeek and
+    MI300X, B200 included, as both name it): the signed median of all of them, of the
+    TensorRT-engine editions' (engine trtllm-bench) and of the PyTorch-backend ones'."""
+    heavy = validated.filter((pl.col("metric") == "max_throughput_tok_s")
+                             & (pl.col("model") != "deepseek-v3") & (pl.col("gpu") != "mi300x")
+                             & pl.col("tp").is_between(4, 8)
+                             & (pl.col("output_tokens") >= pl.col("prompt_tokens")))
+    median = {engine: f"{100 * heavy.filter(pl.col('engine') == engine)['error'].median():.0f}%"
+              for engine in ("trtllm-bench", "trtllm-bench-pytorch")}
+    overall = f"{100 * heavy['error'].median():.0f}%"
+    worst = f"{100 * heavy['error'].max():.0f}%"
+    caveat = next(c.text for c in CAVEATS if c.name == "high-tp-heavy-decode")
+    assert (f"is a median {overall} and up to {worst} too high ({median['trtllm-bench']} on the"
+            f" TensorRT-engine editions v0.12-v0.17, A100 and L40S; {median['trtllm-bench-pytorch']}"
+            f" on the PyTorch-backend ones") in caveat
+    readme = _one_line(TABLE.parents[2] / "README.md")
+    assert (f"a median {overall} too high, up to {worst}, B200 included:"
+            f" {median['trtllm-bench']} on the TensorRT-engine editions of v0.12–v0.17, A100 and"
+            f" L40S, {median['trtllm-bench-pytorch']} on the PyTorch-backend ones") in readme
+
+
 def test_rows_state_their_server_limits():
     """A row whose source states the server's limits (InferenceX's --max-running-requests,
     --chunked-prefill-size, --mem-fraction-static) is predicted with them; a row without keeps
