@@ -19,10 +19,11 @@ groups of REPLAYS replays after warm-up. Shapes (SHAPES):
   1-256 sequences at 1,024 / 4,096 tokens of context;
 - one GPU's shard of Llama-3.1-70B at tensor parallelism 8 (8 query heads over 1 KV head, 1/8 of
   the FFN and vocabulary), decode steps of 64-2,048 sequences: the regime where the model's
-  max-load throughput is a median 16% too high (docs/physics.md section 5, "Tensor parallelism
-  4-8 under heavy decode load"). Each is timed whole (`full`), with the attention left out
-  (`gemm`: the attention output is its query) and as the attention alone (`attn`: the KV write and
-  attention of every layer), so the model's two terms are checked one by one. The shard has no
+  max-load throughput is a median 8% too high, 21% on the TensorRT-engine editions
+  (docs/physics.md section 5, "Tensor parallelism 4-8 under heavy decode load"). Each is timed
+  whole (`full`), with the attention left out (`gemm`: the attention output is its query) and
+  as the attention alone (`attn`: the KV write and attention of every layer), so the model's two
+  terms are checked one by one. The shard has no
   all-reduce (one GPU); NCCL's is checked separately (physics.md section 4);
 - the decode attention alone with 8 query heads over 1 KV head (a tp-8 shard) and 64 over 8
   (tp 1) at the same batch and context (8 x the KV bytes), 64-2,048 sequences: whether few KV

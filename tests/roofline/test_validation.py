@@ -193,7 +193,8 @@ def test_current_stack_deepseek_decode_is_the_caveats_figure(validated):
 
 
 def test_the_heavy_decode_caveat_and_the_readme_state_the_same_medians(validated):
-    """The high-tp-heavy-decode caveat and the README give one set of figures for the max-load
+    """The high-tp-heavy-decode caveat, the README and the device step timing's docstring give
+    one set of figures for the max-load
     rows at tp 4-8 whose outputs are at least as long as their prompts (outside DeepSeek and
     MI300X, B200 included, as both name it): the signed median of all of them, of the
     TensorRT-engine editions' (engine trtllm-bench) and of the PyTorch-backend ones'."""
@@ -213,6 +214,9 @@ def test_the_heavy_decode_caveat_and_the_readme_state_the_same_medians(validated
     assert (f"a median {overall} too high, up to {worst}, B200 included:"
             f" {median['trtllm-bench']} on the TensorRT-engine editions of v0.12–v0.17, A100 and"
             f" L40S, {median['trtllm-bench-pytorch']} on the PyTorch-backend ones") in readme
+    timing = _one_line(TABLE.parents[2] / "bench" / "device" / "step_timing.py")
+    assert (f"max-load throughput is a median {overall} too high, {median['trtllm-bench']} on the"
+            f" TensorRT-engine editions") in timing
 
 
 def test_rows_state_their_server_limits():
