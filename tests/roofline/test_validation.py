@@ -12,6 +12,7 @@ import pytest
 
 from pipelines.roofline import load_catalog
 from pipelines.roofline.caveats import CAVEATS, caveats
+from pipelines.roofline.deployment import graph_batch
 from pipelines.roofline.frontend import FRONTEND_S
 from pipelines.roofline.step import step_cost
 from pipelines.roofline import validation
@@ -538,3 +539,21 @@ def test_trtllm_bench_limits_follow_its_tuning_heuristic():
     assert (scheduler.max_seqs, scheduler.max_batched_tokens) == (1792, 2048)
     assert scheduler.graph_batch_sizes == limits["graph_batch_sizes"]
     assert not validation.deployment_for(catalog, H200_TP8_70B).scheduler.graph_batch_sizes
+
+
+def test_the_documented_padding_example_is_what_the_limits_give():
+    """docs/physics.md section 5's example of TensorRT-LLM padding only up to its max batch: the
+    405B on 8 x H200 at 500 / 2,000 tokens, whose batch of about 1,100 sequences the overview's
+    list alone would pad to 2,048, runs as the graph of trtllm-bench's max batch."""
+    catalog = load_catalog()
+    row = {"engine": "trtllm-bench-pytorch", "model": "llama-3.1-405b", "gpu": "h200-sxm",
+           "tp": 8, "weight_dtype": "fp8", "kv_dtype": "fp8", "prompt_tokens": 500,
+           "output_tokens": 2000}
+    d = validation.deployment_for(catalog, row)
+    batch = d.max_concurrency(500, 2000)
+    padded = graph_batch(d.scheduler.graph_batch_sizes, batch)
+    assert 1024 < batch < padded == d.scheduler.max_seqs < 2048
+    physics = _one_line(TABLE.parents[2] / "docs" / "physics.md")
+    assert (f"(the 405B on 8 × H200 at 500 / 2,000: a max batch of {padded:,}, so its {batch:,}"
+            f" sequences run as the {padded:,} graph, where the first try ran the model's 1,102"
+            f" as 2,048)") in physics
