@@ -351,7 +351,9 @@ class Catalog:
         """An ad-hoc deployment. Scheduler options are those of `Scheduler` (max_seqs,
         max_batched_tokens, chunked_prefill, kv_memory_fraction, kv_block_tokens,
         kv_memory_basis: "total" for vLLM / SGLang, "free" for TensorRT-LLM; kv_reservation:
-        "prompt" for vLLM / SGLang, "full" for TensorRT-LLM); efficiency
+        "prompt" for vLLM / SGLang, "full" for TensorRT-LLM; graph_batch_sizes: the CUDA-graph
+        batch sizes decode steps are padded to, cut to the largest batch a decode step can
+        have, `graph_sizes_within`); efficiency
         arguments override the defaults of the GPU family under the serving `stack`
         (gpu_efficiency.csv: `current` = today's engines with CUDA graphs and custom all-reduce,
         vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled).
@@ -423,7 +425,9 @@ class Catalog:
         tp, replicas = int(tp), int(replicas)
         scheduler = replace(scheduler, chunked_prefill=bool(scheduler.chunked_prefill),
                             kv_memory_fraction=float(scheduler.kv_memory_fraction),
-                            graph_batch_sizes=tuple(sorted({int(x) for x in sizes})),
+                            graph_batch_sizes=graph_sizes_within(
+                                sorted({int(x) for x in sizes}),
+                                min(int(scheduler.max_seqs), int(scheduler.max_batched_tokens))),
                             **{k: int(getattr(scheduler, k))
                                for k in ("max_seqs", "max_batched_tokens", "kv_block_tokens")})
         efficiency = replace(efficiency,
@@ -589,6 +593,19 @@ def _attention_peak(gpu_row: dict, kv_dtype: str) -> float:
     if kv_dtype in ("fp8", "fp4") and _has_peak(gpu_row, "fp8"):
         return gpu_row["fp8_tflops"]
     return gpu_row["bf16_tflops"]
+
+
+def graph_sizes_within(sizes: list[int], largest_batch: int) -> tuple[int, ...]:
+    """The captured sizes an engine pads decode steps to, given the largest batch a decode step
+    can have (min(max_seqs, max_batched_tokens): a decode is one token a sequence): the sizes up
+    to it, and the largest batch itself where a size was listed above it, since a batch is
+    never padded past what the engine runs. TensorRT-LLM's rule
+    (tensorrt_llm/_torch/pyexecutor/model_engine.py `_filter_cuda_graph_batch_sizes`, with
+    padding on); a list within the limit is kept as it is."""
+    kept = [size for size in sizes if size <= largest_batch]
+    if len(kept) < len(sizes) and (not kept or kept[-1] != largest_batch):
+        kept.append(largest_batch)
+    return tuple(kept)
 
 
 def _graph_batch_sizes(cell) -> tuple[int, ...]:

@@ -146,9 +146,9 @@ def trtllm_bench_limits(d: Deployment, prompt: int, output: int,
       512 below 8,192, else to 1,024;
     - tensorrt_llm/bench/benchmark/utils (get_settings): without chunked prefill, max tokens at
       least the longest prompt + the max batch;
-    - tensorrt_llm/_torch/pyexecutor/model_engine.py `_filter_cuda_graph_batch_sizes`: the
-      captured sizes are those of llm_options.yml up to min(max batch, max tokens), padding
-      to that cap above it.
+    - the captured sizes are llm_options.yml's; Catalog.build keeps those up to min(max batch,
+      max tokens) and pads to that cap above them (catalog.graph_sizes_within, TensorRT-LLM's
+      `_filter_cuda_graph_batch_sizes`), so limits a row states reach the cap too.
 
     The device memory is the driver's (gpus.csv memory_gib); parameters are the model's total."""
     m = d.model
@@ -161,12 +161,8 @@ def trtllm_bench_limits(d: Deployment, prompt: int, output: int,
     raw_tokens = min(requests * (1 + prompt / output), 32768.0)
     max_tokens = _round_up(raw_tokens, ((4096, 256), (8192, 512), (math.inf, 1024)), least=2048)
     max_tokens = max(max_tokens, prompt + max_batch)
-    cap = min(max_batch, max_tokens)
-    sizes = [size for size in PERF_OVERVIEW_GRAPH_SIZES if size <= cap]
-    if cap > sizes[-1] and cap < PERF_OVERVIEW_GRAPH_SIZES[-1]:
-        sizes.append(cap)
     return {"max_seqs": max_batch, "max_batched_tokens": max_tokens,
-            "graph_batch_sizes": tuple(sizes)}
+            "graph_batch_sizes": PERF_OVERVIEW_GRAPH_SIZES}
 
 
 def _round_up(value: float, bands: tuple[tuple[float, int], ...], least: int) -> int:

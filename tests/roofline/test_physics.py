@@ -359,10 +359,11 @@ def test_cuda_graph_padding_runs_a_decode_step_at_the_next_captured_batch(catalo
     attention reads only the B sequences' KV; above the largest size it runs unpadded. A
     prefill is never padded."""
     sizes = (1, 2, 4, 512, 1024)
+    limits = {"max_seqs": 4096, "max_batched_tokens": 8192}
     plain = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="fp8",
-                          kv_cache="fp8")
+                          kv_cache="fp8", **limits)
     padded = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="fp8",
-                           kv_cache="fp8", graph_batch_sizes=(1024, 512, 4, 2, 1, 512))
+                           kv_cache="fp8", graph_batch_sizes=(1024, 512, 4, 2, 1, 512), **limits)
     assert padded.scheduler.graph_batch_sizes == sizes   # sorted, each once
     assert graph_batch(sizes, 600) == 1024 and graph_batch(sizes, 512) == 512
     assert graph_batch(sizes, 3000) == 3000 and graph_batch((), 7) == 7
@@ -385,3 +386,22 @@ def test_cuda_graph_padding_runs_a_decode_step_at_the_next_captured_batch(catalo
 def test_graph_batch_sizes_must_be_whole_positive_numbers(catalog, sizes):
     with pytest.raises(CatalogError, match="graph_batch_sizes=.*CUDA-graph batch sizes"):
         catalog.build(model="llama-3.1-8b", gpu="h100-sxm", graph_batch_sizes=sizes)
+
+
+def test_graph_sizes_stop_at_the_largest_batch_a_decode_step_can_have(catalog):
+    """A decode step holds at most min(max_seqs, max_batched_tokens) sequences, and an engine
+    pads no further than that: sizes above it are cut to it (TensorRT-LLM's
+    _filter_cuda_graph_batch_sizes); a list within it stays as it is."""
+    ladder = (1, 2, 4, 8, 256, 512, 1024)
+    def kept(**limits):
+        return catalog.build(model="llama-3.1-8b", gpu="h100-sxm", graph_batch_sizes=ladder,
+                             **limits).scheduler.graph_batch_sizes
+    assert kept(max_seqs=300) == (1, 2, 4, 8, 256, 300)
+    assert kept(max_seqs=512) == (1, 2, 4, 8, 256, 512)
+    assert kept(max_seqs=4096, max_batched_tokens=600) == (1, 2, 4, 8, 256, 512, 600)
+    assert kept(max_seqs=2048) == ladder
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", graph_batch_sizes=ladder,
+                      max_seqs=300)
+    assert d.decode_step_s(290, 290 * 1000) < catalog.build(
+        model="llama-3.1-8b", gpu="h100-sxm", graph_batch_sizes=ladder, max_seqs=4096
+    ).decode_step_s(290, 290 * 1000)   # 290 runs as 300, not as 512

@@ -528,16 +528,21 @@ def test_trtllm_bench_limits_follow_its_tuning_heuristic():
                       kv_cache="fp8")
     limits = validation.trtllm_bench_limits(d, 128, 4096)
     assert limits == {"max_seqs": 1792, "max_batched_tokens": 2048,
-                      "graph_batch_sizes": (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024,
-                                            1792)}
-    # a long prompt: max tokens at least the prompt + the max batch, the cap the max batch
-    long = validation.trtllm_bench_limits(d, 20000, 2000)
-    assert long["max_batched_tokens"] >= 20000 + long["max_seqs"]
-    assert long["graph_batch_sizes"][-1] == long["max_seqs"]
+                      "graph_batch_sizes": validation.PERF_OVERVIEW_GRAPH_SIZES}
     row = {**H200_TP8_70B, "engine": "trtllm-bench-pytorch"}
     scheduler = validation.deployment_for(catalog, row).scheduler
     assert (scheduler.max_seqs, scheduler.max_batched_tokens) == (1792, 2048)
-    assert scheduler.graph_batch_sizes == limits["graph_batch_sizes"]
+    assert scheduler.graph_batch_sizes == (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024,
+                                           1792)
+    # a long prompt: max tokens at least the prompt + the max batch, the cap the max batch
+    long = validation.trtllm_bench_limits(d, 20000, 2000)
+    assert long["max_batched_tokens"] >= 20000 + long["max_seqs"]
+    row = {**row, "prompt_tokens": 20000, "output_tokens": 2000}
+    assert validation.deployment_for(catalog, row).scheduler.graph_batch_sizes[-1] == long[
+        "max_seqs"]
+    # a limit the row states reaches the cap too
+    stated = validation.deployment_for(catalog, {**row, "max_seqs": 100}).scheduler
+    assert stated.graph_batch_sizes == (1, 2, 4, 8, 16, 32, 64, 100)
     assert not validation.deployment_for(catalog, H200_TP8_70B).scheduler.graph_batch_sizes
 
 
