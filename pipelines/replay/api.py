@@ -378,7 +378,7 @@ def replay_fleet(
             deployment.replicas, sched.max_seqs, sched.max_batched_tokens,
             sched.chunked_prefill, deployment.kv_capacity_tokens // sched.kv_block_tokens,
             sched.kv_block_tokens, float(bin_s), ROUTERS[router],
-            np.asarray(sched.graph_batch_sizes, dtype=np.int64),
+            sched.graph_sizes,
             sched.kv_reservation == "full", PROGRESS_EVERY if progress else 0,
         )
     del cached, offsets, hashes

@@ -208,18 +208,8 @@ def kernels(coef, tokens, sequences, pairs, kv_read, kv_written):
 
 # ---- runs of identical decode steps ----------------------------------------------------------
 # A run's steps are decode-only, so under CUDA-graph padding each runs as the graph of `padded`
-# sequences (deployment.graph_batch): the GEMMs, all-reduce and per-sequence work over the
-# padded batch, the attention over the B real sequences' contexts.
-
-@njit(cache=True)
-def _graph_batch(sizes, batch):
-    """deployment.graph_batch for the compiled loop: the smallest captured size >= batch, or
-    batch (no sizes, or none as large)."""
-    for size in sizes:
-        if size >= batch:
-            return float(size)
-    return batch
-
+# sequences (step.graph_batch): the GEMMs, all-reduce and per-sequence work over the padded
+# batch, the attention over the B real sequences' contexts.
 
 @njit(cache=True)
 def _decode_step(coef, batch, padded, s0, k):
@@ -512,7 +502,7 @@ def simulate(
             elif run_steps[best] > 1 and busy_until[best] > t_arr:
                 # cut the run after the step running at t_arr: the request joins the next one
                 batch = float(n_run[best])
-                padded = _graph_batch(graph_sizes, batch)
+                padded = roofline.graph_batch(graph_sizes, batch)
                 last = _first_end_at_or_after(coef, batch, padded, run_s0[best], run_flip[best],
                                               run_t0[best], run_steps[best], t_arr)
                 if last + 1 < run_steps[best]:
@@ -529,7 +519,7 @@ def simulate(
             # -- a run of decode steps ends: attribute it, emit its tokens -------------------
             steps = run_steps[r]
             batch = float(n_run[r])
-            padded = _graph_batch(graph_sizes, batch)
+            padded = roofline.graph_batch(graph_sizes, batch)
             s0 = run_s0[r]
             kv0 = s0 - run_twice[r]   # the KV tokens held at the run's start
             flip = run_flip[r]
@@ -793,7 +783,7 @@ def simulate(
             run_t0[r] = t
             run_s0[r] = kv_read
             run_twice[r] = kv_read - kv_held
-            padded = _graph_batch(graph_sizes, tokens)
+            padded = roofline.graph_batch(graph_sizes, tokens)
             run_flip[r] = _flip(coef, tokens, padded, kv_read, steps)
             busy_until[r] = t + _run_sums(coef, tokens, padded, kv_read, run_flip[r], 0,
                                           steps - 1)[0]

@@ -81,7 +81,7 @@ from pipelines.replay import ReplayError, replay_fleet
 from pipelines.replay.api import deployment_problem, frame_problem
 from pipelines.roofline import step
 from pipelines.roofline.catalog import another_model
-from pipelines.roofline.deployment import Deployment, graph_batch
+from pipelines.roofline.deployment import Deployment
 
 PARAMETERS = ("compute_efficiency", "bandwidth_efficiency", "step_overhead_s", "sequence_overhead_s",
               "net_one_way_s")
@@ -212,8 +212,7 @@ def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
                      col["batch"] * step.chunk_attn_pairs(0.0, col["prompt"]), col["decode_pairs"])
     # the padding's GEMMs and per-sequence work are part of the measured step, and of the
     # replayed one: fitted without them, the factors would charge them twice in the replay
-    padded = np.array([graph_batch(d.scheduler.graph_batch_sizes, int(b)) for b in col["batch"]],
-                      dtype=np.float64)
+    padded = step.graph_batches(d.scheduler.graph_sizes, col["batch"].astype(np.float64))
     gemm_batch = np.where(col["is_prefill"], col["batch"], padded)
     tokens = np.where(col["is_prefill"], col["tokens"], padded)
     return step.step_seconds(d.coefficients, tokens, gemm_batch, pairs, col["kv_read"],

@@ -207,15 +207,13 @@ class Scheduler:
     # CUDA-graph batch sizes with padding (ascending; empty: none): a decode-only step of B
     # sequences runs as the graph of the smallest captured size >= B, its GEMMs, all-reduces, LM
     # head and sampling over the padding too (the attention reads only the real sequences' KV);
-    # above the largest it runs as it is (eager). graph_batch() below, docs/physics.md section 1.
+    # above the largest it runs as it is (eager). step.graph_batch, docs/physics.md section 1.
     graph_batch_sizes: tuple[int, ...] = ()
 
-
-def graph_batch(sizes: tuple[int, ...], batch: int) -> int:
-    """The batch a decode-only step of `batch` sequences runs as under CUDA-graph padding to
-    `sizes` (Scheduler.graph_batch_sizes): the smallest size >= batch, or batch itself when
-    there is none (no graphs, or a batch above the largest captured)."""
-    return next((size for size in sizes if size >= batch), batch)
+    @property
+    def graph_sizes(self) -> np.ndarray:
+        """graph_batch_sizes as the int64 array step.graph_batch and the replay loop take."""
+        return np.asarray(self.graph_batch_sizes, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -479,7 +477,7 @@ class Deployment:
         padded batch."""
         batch_size = whole_number("batch_size", batch_size, 1)
         context_tokens = whole_number("context_tokens", context_tokens, batch_size)
-        padded = float(graph_batch(self.scheduler.graph_batch_sizes, batch_size))
+        padded = step.graph_batch(self.scheduler.graph_sizes, float(batch_size))
         compute_s, memory_s, fixed_s = step.step_cost(
             self.coefficients, padded, padded, float(context_tokens), float(context_tokens),
             float(batch_size),

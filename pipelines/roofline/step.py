@@ -193,6 +193,28 @@ def step_seconds(coef: np.ndarray, tokens: np.ndarray, sequences: np.ndarray,
 
 
 @njit(cache=True)
+def graph_batch(sizes: np.ndarray, batch: float) -> float:
+    """The batch a decode-only step of `batch` sequences runs as under CUDA-graph padding to
+    `sizes` (ascending int64, Scheduler.graph_sizes): the smallest size >= batch, or batch itself
+    where there is none (no graphs, or a batch above the largest captured). Its GEMMs, all-reduce
+    and per-sequence work run over that many; its attention over the real sequences
+    (docs/physics.md section 1). One definition for the API, calibration and the replay loop."""
+    for size in sizes:
+        if size >= batch:
+            return float(size)
+    return batch
+
+
+@njit(cache=True)
+def graph_batches(sizes: np.ndarray, batches: np.ndarray) -> np.ndarray:
+    """graph_batch of each of many decode steps' batches."""
+    out = np.empty(batches.shape[0])
+    for i in range(batches.shape[0]):
+        out[i] = graph_batch(sizes, batches[i])
+    return out
+
+
+@njit(cache=True)
 def chunk_attn_pairs(cached: float, new: float) -> float:
     """Causal attention pairs of a prefill chunk of `new` tokens after `cached` tokens."""
     return new * (cached + (new - 1.0) / 2.0)

@@ -12,9 +12,10 @@ import math
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pipelines.replay import engine
 from pipelines.roofline import step as roofline
-from pipelines.roofline.deployment import graph_batch
 
 
 @dataclass
@@ -229,7 +230,8 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         # a decode-only step (every running sequence decoding) runs as a CUDA graph of the
         # smallest captured size >= batch: GEMMs and fixed costs over the padding too
         if prefill == 0 and len(r.in_step) == len(r.running):
-            gemm_tokens = gemm_sequences = float(graph_batch(graph_sizes, batch))
+            gemm_tokens = gemm_sequences = roofline.graph_batch(
+                np.asarray(graph_sizes, dtype=np.int64), float(batch))
         else:
             gemm_tokens, gemm_sequences = tokens, float(batch)
         duration, gemm_s, gemm_compute_bound, attn_s, attn_compute_bound, fixed_s = engine.kernels(

@@ -8,7 +8,7 @@ import pytest
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline import step
 from pipelines.roofline.catalog import valid_tensor_parallel
-from pipelines.roofline.deployment import ALLREDUCE_ROUNDS, graph_batch
+from pipelines.roofline.deployment import ALLREDUCE_ROUNDS
 
 
 @pytest.fixture(scope="module")
@@ -365,8 +365,10 @@ def test_cuda_graph_padding_runs_a_decode_step_at_the_next_captured_batch(catalo
     padded = catalog.build(model="llama-3.1-70b", gpu="h200-sxm", tp=8, weights="fp8",
                            kv_cache="fp8", graph_batch_sizes=(1024, 512, 4, 2, 1, 512), **limits)
     assert padded.scheduler.graph_batch_sizes == sizes   # sorted, each once
-    assert graph_batch(sizes, 600) == 1024 and graph_batch(sizes, 512) == 512
-    assert graph_batch(sizes, 3000) == 3000 and graph_batch((), 7) == 7
+    ladder = padded.scheduler.graph_sizes
+    assert step.graph_batch(ladder, 600.0) == 1024 and step.graph_batch(ladder, 512.0) == 512
+    assert step.graph_batch(ladder, 3000.0) == 3000
+    assert step.graph_batch(plain.scheduler.graph_sizes, 7.0) == 7
     context = 600 * 2000
     gemm_and_fixed = step.step_cost(plain.coefficients, 1024.0, 1024.0, 0.0, 0.0, 0.0)
     attention = step.step_cost(plain.coefficients, 600.0, 600.0, context, context, 600.0)

@@ -12,9 +12,8 @@ import pytest
 
 from pipelines.roofline import load_catalog
 from pipelines.roofline.caveats import CAVEATS, caveats
-from pipelines.roofline.deployment import graph_batch
 from pipelines.roofline.frontend import FRONTEND_S
-from pipelines.roofline.step import step_cost
+from pipelines.roofline.step import graph_batch, step_cost
 from pipelines.roofline import validation
 from pipelines.roofline.validation import (
     CLOSED_LOOP_ROUNDS,
@@ -556,7 +555,7 @@ def test_the_documented_padding_example_is_what_the_limits_give():
            "output_tokens": 2000}
     d = validation.deployment_for(catalog, row)
     batch = d.max_concurrency(500, 2000)
-    padded = graph_batch(d.scheduler.graph_batch_sizes, batch)
+    padded = int(graph_batch(d.scheduler.graph_sizes, float(batch)))
     assert 1024 < batch < padded == d.scheduler.max_seqs < 2048
     physics = _one_line(TABLE.parents[2] / "docs" / "physics.md")
     assert (f"(the 405B on 8 × H200 at 500 / 2,000: a max batch of {padded:,}, so its {batch:,}"
