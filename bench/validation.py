@@ -1,12 +1,13 @@
 """Print the roofline's error against published measurements (default factors, nothing fitted).
 
-    .venv/bin/python bench/validation.py [--rows] [--sources]
+    .venv/bin/python bench/validation.py [--rows] [--sources] [--table PATH]
     .venv/bin/python bench/validation.py --steps DIR/step_timing.csv [--gpu h200-sxm]
 
 Reads bench/validation/published_measurements.csv (one row per measurement, with its source URL)
 and prints the median and worst absolute error per metric; --rows also prints every row,
 --sources the same summary per source and metric. Then the KV-cache sizing against the measured
-capacities of bench/validation/trtllm_kv_capacity.csv.
+capacities of bench/validation/trtllm_kv_capacity.csv. --table PATH validates another table of
+the same columns instead (your own measurements, say); the KV-cache check is then left out.
 
 --steps compares instead the steps bench/device/step_timing.py timed on one GPU (default
 h200-sxm) with the step formula's kernels: every case, and the median error per shape and mode.
@@ -55,7 +56,11 @@ def main(argv: list[str]) -> None:
         except (OSError, ValueError, pl.exceptions.PolarsError) as e:
             sys.exit(f"validation --steps: {e}")
         return
-    validated = validate(catalog, read_measurements(TABLE))
+    table = Path(argv[argv.index("--table") + 1]) if "--table" in argv else TABLE
+    try:
+        validated = validate(catalog, read_measurements(table))
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"validation: {table}: {e}" if str(table) not in str(e) else f"validation: {e}")
     if "--rows" in argv:
         print(validated.select("source", "model", "gpu", "tp", "weight_dtype", "metric",
                                "prompt_tokens", "output_tokens", "batch", "qps", "concurrency",
@@ -65,6 +70,8 @@ def main(argv: list[str]) -> None:
         print(summary(validated, by=("source", "metric")))
     print(f"{validated.height} rows from {validated['source'].n_unique()} sources")
     print(summary(validated))
+    if table != TABLE:
+        return
     sizing = validate_kv_capacity(catalog, pl.read_csv(KV_CAPACITY))
     print(f"KV capacity: {sizing.height} measured maximum batches, predicted within"
           f" {sizing['error'].abs().median():.1%} (median) / {sizing['error'].abs().max():.1%} (worst)")

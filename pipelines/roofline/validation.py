@@ -285,8 +285,7 @@ def _identical(arrival: np.ndarray, prompt: int, output: int) -> pl.DataFrame:
 
 
 REQUIRED_COLUMNS = ("engine", "model", "gpu", "tp", "weight_dtype", "kv_dtype", "metric",
-                    "prompt_tokens", "output_tokens", "batch", "qps", "concurrency", "measured",
-                    "measured_at")
+                    "prompt_tokens", "output_tokens", "measured", "measured_at")
 
 
 # Columns mostly empty (a load applies to few rows, stated server limits to few sources), typed
@@ -298,9 +297,21 @@ SCHEDULER_COLUMNS = {"max_seqs": pl.Int64, "max_batched_tokens": pl.Int64,
 
 
 def read_measurements(path) -> pl.DataFrame:
-    """The measurement table (a CSV of REQUIRED_COLUMNS, the optional SCHEDULER_COLUMNS, source,
-    url and notes)."""
-    return pl.read_csv(path, schema_overrides={**LOAD_COLUMNS, **SCHEDULER_COLUMNS})
+    """The measurement table (a CSV of REQUIRED_COLUMNS, the optional LOAD_COLUMNS and
+    SCHEDULER_COLUMNS, source, url and notes); an optional column it lacks is read as empty. A
+    cell the typed columns cannot parse (a thousands separator, a unit) is one ValueError naming
+    the file and the cell, not Polars' advice on reading CSVs."""
+    typed = {**LOAD_COLUMNS, **SCHEDULER_COLUMNS}
+    try:
+        table = pl.read_csv(path, schema_overrides=typed)
+        return table.with_columns(pl.lit(None, dtype).alias(c) for c, dtype in typed.items()
+                                  if c not in table.columns)
+    except pl.exceptions.ComputeError as e:
+        first_line = str(e).splitlines()[0]
+        whole = ", ".join(c for c, t in typed.items() if t == pl.Int64)
+        raise ValueError(f"{path}: {first_line}; expected plain whole numbers in {whole} and"
+                         f" plain numbers in the other columns (no thousands separators or"
+                         f" units)") from None
 
 
 def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
@@ -309,7 +320,13 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     if missing:
         raise ValueError(f"measurement table lacks column(s) {', '.join(missing)}: expected"
                          f" {', '.join(REQUIRED_COLUMNS)}")
-    predicted = [predict(catalog, row) for row in measurements.iter_rows(named=True)]
+    predicted = []
+    for number, row in enumerate(measurements.iter_rows(named=True), start=2):
+        try:
+            predicted.append(predict(catalog, row))
+        except ValueError as e:  # CatalogError included: one message naming the row
+            raise ValueError(f"row {number} (line {number} of the CSV, {row['model']} on"
+                             f" {row['gpu']}, {row['metric']}): {e}") from None
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
         error=pl.col("predicted") / pl.col("measured") - 1.0
     )

@@ -561,3 +561,22 @@ def test_the_documented_padding_example_is_what_the_limits_give():
     assert (f"(the 405B on 8 × H200 at 500 / 2,000: a max batch of {padded:,}, so its {batch:,}"
             f" sequences run as the {padded:,} graph, where the first try ran the model's 1,102"
             f" as 2,048)") in physics
+
+
+def test_a_bad_measurement_table_gets_one_message_naming_the_file_and_the_row(tmp_path):
+    """A cell the typed columns cannot read names the file, the cell and what was expected; a
+    row the model cannot predict names its line, so a user's own table is fixed in one pass."""
+    header = ("engine,model,gpu,tp,weight_dtype,kv_dtype,metric,prompt_tokens,output_tokens,"
+              "measured,measured_at,requests")
+    bad_cell = tmp_path / "mine.csv"
+    bad_cell.write_text(f'{header}\ntrtllm-bench,llama-3.1-8b,h100-sxm,1,fp8,fp8,'
+                        f'max_throughput_tok_s,128,128,20000,engine,"1,500"\n')
+    with pytest.raises(ValueError, match=r"mine\.csv.*1,500.*requests.*plain whole numbers"):
+        read_measurements(bad_cell)
+    bad_row = tmp_path / "engine.csv"
+    bad_row.write_text(f"{header}\ntrtllm-bench,llama-3.1-8b,h100-sxm,1,fp8,fp8,"
+                       f"max_throughput_tok_s,128,128,20000,engine,1500\n"
+                       f"llama.cpp,llama-3.1-8b,h100-sxm,1,bf16,bf16,ttft_s,100,10,0.02,"
+                       f"engine,\n")
+    with pytest.raises(ValueError, match=r"row 3 .*llama-3\.1-8b on h100-sxm, ttft_s.*llama\.cpp"):
+        validate(load_catalog(), read_measurements(bad_row))
