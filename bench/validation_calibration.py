@@ -21,9 +21,10 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
 - the LLMPerf leaderboard's per-request files (every one in ../shared/traces/llmperf-leaderboard/
   when it is there, else the two copies in tests/fixtures/public/): third-party endpoints serving
   Llama-2 7B / 13B / 70B chat on GPUs they do not publish. Each log is calibrated on every
-  candidate deployment of its model (CANDIDATES) by calibrate_candidates, which rules out the
-  implausible fits and keeps the plausible one whose catalog factors (only the client latency
-  fitted) explain the fit half best; the held-out half never enters the choice.
+  candidate deployment of its model (CANDIDATES, one replica per client) by
+  calibrate_candidates, which rules out the implausible fits and keeps the plausible one whose
+  catalog factors (only the client latency fitted) explain the fit half best; the held-out
+  half never enters the choice.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ SHARED_LLMPERF = SHARED / "llmperf-leaderboard" / "individual"
 OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}  # out_len units per generated token (engine log)
 AIBRIX_CANDIDATES = ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm")  # one GPU each, bf16
 LLMPERF_CLIENTS = 5  # the leaderboard's --num-concurrent-requests (llmperf-leaderboard README)
+# Each LLMPerf candidate is a fleet of one replica per client: a hosted endpoint serves the five
+# clients from a fleet behind a load balancer, not from one replica's batch. With one replica
+# the replay queues each client's prefill behind the others' steps, a per-request spread the
+# endpoints' TTFTs do not show (docs/physics.md section 6).
+LLMPERF_REPLICAS = LLMPERF_CLIENTS
 # model size in the LLMPerf file name -> (catalog model, [(gpu, tp, weight dtype), ...]): the
 # GPUs such endpoints ran on in 2023 (A100, H100, L40S) at the parallelism the model needs.
 CANDIDATES = {
@@ -169,7 +175,8 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
         requests = read_trace(path, concurrency=LLMPERF_CLIENTS).requests
         model, candidates = CANDIDATES[path.stem.rsplit("_", 1)[1]]
         start = time.perf_counter()
-        choice = calibrate_candidates([catalog.build(model=model, gpu=gpu, tp=tp, weights=dtype)
+        choice = calibrate_candidates([catalog.build(model=model, gpu=gpu, tp=tp, weights=dtype,
+                                                     replicas=LLMPERF_REPLICAS)
                                        for gpu, tp, dtype in candidates], requests, buckets,
                                       catalog_models=catalog.models["model"])
         best, plausible = choice.kept, int(choice.candidates["plausible"].sum())
