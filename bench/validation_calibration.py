@@ -59,9 +59,9 @@ OUT_LEN_PER_TOKEN = {100: 6.56, 1000: 6.48}  # out_len units per generated token
 AIBRIX_CANDIDATES = ("a10", "l4", "l40s", "a100-80gb-sxm", "h100-sxm")  # one GPU each, bf16
 LLMPERF_CLIENTS = 5  # the leaderboard's --num-concurrent-requests (llmperf-leaderboard README)
 # Each LLMPerf candidate is a fleet of one replica per client: a hosted endpoint serves the five
-# clients from a fleet behind a load balancer, not from one replica's batch. With one replica
-# the replay queues each client's prefill behind the others' steps, a per-request spread the
-# endpoints' TTFTs do not show (docs/physics.md section 6).
+# clients from a fleet behind a load balancer, not necessarily from one replica's batch, where
+# the replay would queue each client's prefill behind the others' steps (docs/physics.md
+# section 6: e2e fits better on 10 of 13 logs, TTFT about as well).
 LLMPERF_REPLICAS = LLMPERF_CLIENTS
 # model size in the LLMPerf file name -> (catalog model, [(gpu, tp, weight dtype), ...]): the
 # GPUs such endpoints ran on in 2023 (A100, H100, L40S) at the parallelism the model needs.
