@@ -294,24 +294,34 @@ LOAD_COLUMNS = {"batch": pl.Int64, "qps": pl.Float64, "concurrency": pl.Int64,
                 "requests": pl.Int64}
 SCHEDULER_COLUMNS = {"max_seqs": pl.Int64, "max_batched_tokens": pl.Int64,
                      "kv_memory_fraction": pl.Float64}
+# The REQUIRED_COLUMNS that hold numbers, typed too: guessed, a "20,000" in `measured` or a
+# "1,024" in `prompt_tokens` read as text and failed later, far from the cell.
+NUMBER_COLUMNS = {"tp": pl.Int64, "prompt_tokens": pl.Int64, "output_tokens": pl.Int64,
+                  "measured": pl.Float64}
 
 
 def read_measurements(path) -> pl.DataFrame:
     """The measurement table (a CSV of REQUIRED_COLUMNS, the optional LOAD_COLUMNS and
     SCHEDULER_COLUMNS, source, url and notes); an optional column it lacks is read as empty. A
-    cell the typed columns cannot parse (a thousands separator, a unit) is one ValueError naming
-    the file and the cell, not Polars' advice on reading CSVs."""
-    typed = {**LOAD_COLUMNS, **SCHEDULER_COLUMNS}
+    cell the typed columns (NUMBER_COLUMNS too) cannot parse (a thousands separator, a unit), or
+    an empty file, is one ValueError naming the file and the cell, not Polars' advice on reading
+    CSVs."""
+    optional = {**LOAD_COLUMNS, **SCHEDULER_COLUMNS}
+    typed = {**NUMBER_COLUMNS, **optional}
     try:
         table = pl.read_csv(path, schema_overrides=typed)
-        return table.with_columns(pl.lit(None, dtype).alias(c) for c, dtype in typed.items()
+        return table.with_columns(pl.lit(None, dtype).alias(c) for c, dtype in optional.items()
                                   if c not in table.columns)
+    except pl.exceptions.NoDataError:
+        raise ValueError(f"{path} is empty: expected a header row of"
+                         f" {', '.join(REQUIRED_COLUMNS)} and one row per measurement") from None
     except pl.exceptions.ComputeError as e:
         first_line = str(e).splitlines()[0]
-        whole = ", ".join(c for c, t in typed.items() if t == pl.Int64)
-        raise ValueError(f"{path}: {first_line}; expected plain whole numbers in {whole} and"
-                         f" plain numbers in the other columns (no thousands separators or"
-                         f" units)") from None
+        whole, other = ([c for c, t in typed.items() if (t == pl.Int64) == integer]
+                        for integer in (True, False))
+        raise ValueError(f"{path}: {first_line}; expected plain whole numbers in"
+                         f" {', '.join(whole)} and plain numbers in {', '.join(other)} (no"
+                         f" thousands separators or units)") from None
 
 
 def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:

@@ -580,3 +580,29 @@ def test_a_bad_measurement_table_gets_one_message_naming_the_file_and_the_row(tm
                        f"engine,\n")
     with pytest.raises(ValueError, match=r"row 3 .*llama-3\.1-8b on h100-sxm, ttft_s.*llama\.cpp"):
         validate(load_catalog(), read_measurements(bad_row))
+
+
+@pytest.mark.parametrize(("cells", "named"), [
+    ("128,128,\"20,000\"", r"20,000.*measured"),
+    ("\"1,024\",128,20000", r"1,024.*prompt_tokens"),
+    ("128,128,20 ktok/s", r"20 ktok/s.*measured"),
+])
+def test_a_required_number_cell_it_cannot_read_is_named_when_the_table_is_read(tmp_path, cells,
+                                                                               named):
+    """The required number columns are typed like the optional ones: a "20,000" in `measured`
+    was read as text and ended in a Polars traceback after every row was predicted."""
+    table = tmp_path / "mine.csv"
+    table.write_text("engine,model,gpu,tp,weight_dtype,kv_dtype,metric,prompt_tokens,"
+                     "output_tokens,measured,measured_at\n"
+                     f"trtllm-bench,llama-3.1-8b,h100-sxm,1,fp8,fp8,max_throughput_tok_s,{cells},"
+                     "engine\n")
+    with pytest.raises(ValueError, match=rf"mine\.csv.*{named}.*plain numbers in measured"):
+        read_measurements(table)
+
+
+def test_an_empty_measurement_file_is_one_message(tmp_path):
+    """An empty file says so and what it should hold, not Polars' NoDataError."""
+    empty = tmp_path / "mine.csv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match=r"mine\.csv is empty: expected a header row of engine"):
+        read_measurements(empty)
