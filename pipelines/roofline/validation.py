@@ -330,6 +330,7 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     if missing:
         raise ValueError(f"measurement table lacks column(s) {', '.join(missing)}: expected"
                          f" {', '.join(REQUIRED_COLUMNS)}")
+    _check_filled(measurements)
     predicted = []
     for number, row in enumerate(measurements.iter_rows(named=True), start=2):
         try:
@@ -340,6 +341,22 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
         error=pl.col("predicted") / pl.col("measured") - 1.0
     )
+
+
+def _check_filled(measurements: pl.DataFrame) -> None:
+    """A table with no rows, or a row with an empty required cell, is one ValueError naming the
+    first such line before any row is predicted: the empty cell failed in int() with a
+    traceback, and no rows printed an empty summary as if it were a result."""
+    if measurements.is_empty():
+        raise ValueError(f"measurement table has no rows: expected one row per measurement with"
+                         f" {', '.join(REQUIRED_COLUMNS)}")
+    blank = measurements.select(REQUIRED_COLUMNS).with_row_index("line", offset=2).filter(
+        pl.any_horizontal(pl.col(REQUIRED_COLUMNS).is_null()))
+    if not blank.is_empty():
+        row = blank.row(0, named=True)
+        empty = [c for c in REQUIRED_COLUMNS if row[c] is None]
+        raise ValueError(f"row {row['line']} (line {row['line']} of the CSV) has no"
+                         f" {', '.join(empty)}: every row needs {', '.join(REQUIRED_COLUMNS)}")
 
 
 def validate_kv_capacity(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:

@@ -606,3 +606,19 @@ def test_an_empty_measurement_file_is_one_message(tmp_path):
     empty.write_text("")
     with pytest.raises(ValueError, match=r"mine\.csv is empty: expected a header row of engine"):
         read_measurements(empty)
+
+
+def test_an_empty_required_cell_or_no_rows_is_one_message_before_any_prediction(tmp_path):
+    """An empty prompt_tokens failed in int() with a TypeError traceback; a header-only table
+    printed an empty summary as if it were a result."""
+    header = ("engine,model,gpu,tp,weight_dtype,kv_dtype,metric,prompt_tokens,output_tokens,"
+              "measured,measured_at\n")
+    table = tmp_path / "mine.csv"
+    table.write_text(f"{header}vllm,llama-3.1-8b,h100-sxm,1,bf16,bf16,ttft_s,128,128,0.012,engine\n"
+                     "vllm,llama-3.1-8b,h100-sxm,1,bf16,bf16,ttft_s,,128,0.012,\n")
+    with pytest.raises(ValueError, match=r"row 3 \(line 3 of the CSV\) has no prompt_tokens,"
+                                         r" measured_at: every row needs engine"):
+        validate(load_catalog(), read_measurements(table))
+    table.write_text(header)
+    with pytest.raises(ValueError, match="measurement table has no rows"):
+        validate(load_catalog(), read_measurements(table))
