@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -302,7 +303,8 @@ NUMBER_COLUMNS = {"tp": pl.Int64, "prompt_tokens": pl.Int64, "output_tokens": pl
 
 def read_measurements(path) -> pl.DataFrame:
     """The measurement table (a CSV of REQUIRED_COLUMNS, the optional LOAD_COLUMNS and
-    SCHEDULER_COLUMNS, source, url and notes); an optional column it lacks is read as empty. A
+    SCHEDULER_COLUMNS, source, url and notes); an optional column it lacks is read as empty, and
+    a missing `source` as the file's name (the summaries count and group rows by source). A
     cell the typed columns (NUMBER_COLUMNS too) cannot parse (a thousands separator, a unit), or
     an empty file, is one ValueError naming the file and the cell, not Polars' advice on reading
     CSVs."""
@@ -310,6 +312,8 @@ def read_measurements(path) -> pl.DataFrame:
     typed = {**NUMBER_COLUMNS, **optional}
     try:
         table = pl.read_csv(path, schema_overrides=typed)
+        table = table if "source" in table.columns else table.with_columns(
+            source=pl.lit(Path(path).name))
         return table.with_columns(pl.lit(None, dtype).alias(c) for c, dtype in optional.items()
                                   if c not in table.columns)
     except pl.exceptions.NoDataError:

@@ -622,3 +622,15 @@ def test_an_empty_required_cell_or_no_rows_is_one_message_before_any_prediction(
     table.write_text(header)
     with pytest.raises(ValueError, match="measurement table has no rows"):
         validate(load_catalog(), read_measurements(table))
+
+
+def test_a_table_without_a_source_column_is_summarised_under_its_file_name(tmp_path):
+    """bench/validation.py counts and groups rows by source: a user's table without that column
+    predicted every row, then ended in a ColumnNotFoundError traceback."""
+    table = tmp_path / "mine.csv"
+    table.write_text("engine,model,gpu,tp,weight_dtype,kv_dtype,metric,prompt_tokens,"
+                     "output_tokens,measured,measured_at\n"
+                     "vllm,llama-3.1-8b,h100-sxm,1,bf16,bf16,ttft_s,128,128,0.012,engine\n")
+    validated = validate(load_catalog(), read_measurements(table))
+    assert validated["source"].to_list() == ["mine.csv"]
+    assert summary(validated, by=("source", "metric"))["rows"].to_list() == [1]
