@@ -46,17 +46,28 @@ def print_step_timings(catalog, path: str, gpu: str) -> None:
                worst_abs_error=pl.col("error").abs().max()))
 
 
+def option(argv: list[str], flag: str, default=None):
+    """The value after `flag` in argv (`default` without the flag): a flag given last, with no
+    value, is a usage message, not an IndexError traceback."""
+    if flag not in argv:
+        return default
+    if argv.index(flag) + 1 == len(argv):
+        sys.exit(f"validation: {flag} needs a value\n{__doc__.splitlines()[2]}"
+                 f"\n{__doc__.splitlines()[3]}")
+    return argv[argv.index(flag) + 1]
+
+
 def main(argv: list[str]) -> None:
     catalog = load_catalog()
     pl.Config.set_tbl_rows(200).set_tbl_cols(20).set_tbl_width_chars(200)
     if "--steps" in argv:
-        gpu = argv[argv.index("--gpu") + 1] if "--gpu" in argv else "h200-sxm"
+        gpu = option(argv, "--gpu", "h200-sxm")
         try:
-            print_step_timings(catalog, argv[argv.index("--steps") + 1], gpu)
+            print_step_timings(catalog, option(argv, "--steps"), gpu)
         except (OSError, ValueError, pl.exceptions.PolarsError) as e:
             sys.exit(f"validation --steps: {e}")
         return
-    table = Path(argv[argv.index("--table") + 1]) if "--table" in argv else TABLE
+    table = Path(option(argv, "--table", TABLE))
     try:
         validated = validate(catalog, read_measurements(table))
     except (OSError, ValueError, KeyError) as e:

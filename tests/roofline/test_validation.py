@@ -634,3 +634,16 @@ def test_a_table_without_a_source_column_is_summarised_under_its_file_name(tmp_p
     validated = validate(load_catalog(), read_measurements(table))
     assert validated["source"].to_list() == ["mine.csv"]
     assert summary(validated, by=("source", "metric"))["rows"].to_list() == [1]
+
+
+@pytest.mark.parametrize("argv", [["--table"], ["--steps"], ["--steps", "x.csv", "--gpu"]])
+def test_a_validation_flag_without_its_value_is_a_usage_message(argv):
+    """`bench/validation.py --table` with the path forgotten was an IndexError traceback."""
+    import importlib.util
+
+    path = TABLE.parents[1] / "validation.py"
+    spec = importlib.util.spec_from_file_location("validation_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with pytest.raises(SystemExit, match=rf"{argv[-1]} needs a value\n.*--table PATH"):
+        bench.main(argv)
