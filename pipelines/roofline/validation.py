@@ -338,6 +338,7 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
     predicted = []
     for number, row in enumerate(measurements.iter_rows(named=True), start=2):
         try:
+            _check_values(row)
             predicted.append(predict(catalog, row))
         except ValueError as e:  # CatalogError included: one message naming the row
             raise ValueError(f"row {number} (line {number} of the CSV, {row['model']} on"
@@ -361,6 +362,25 @@ def _check_filled(measurements: pl.DataFrame) -> None:
         empty = [c for c in REQUIRED_COLUMNS if row[c] is None]
         raise ValueError(f"row {row['line']} (line {row['line']} of the CSV) has no"
                          f" {', '.join(empty)}: every row needs {', '.join(REQUIRED_COLUMNS)}")
+
+
+# Columns whose value, where given, must be above 0.
+POSITIVE_COLUMNS = ("measured", "prompt_tokens", "output_tokens", "batch", "qps", "concurrency",
+                    "requests")
+
+
+def _check_values(row: dict) -> None:
+    """A value no measurement can have is a ValueError, not a ZeroDivisionError traceback (a qps
+    of 0, a tpot_s of one output token, which has no second token to time), a NumPy message
+    (a concurrency of 0: "zero-size array to reduction operation") or an infinite error (a
+    measured 0)."""
+    for column in POSITIVE_COLUMNS:
+        if row.get(column) is not None and row[column] <= 0:
+            raise ValueError(f"{column}={row[column]}: expected a number above 0 in"
+                             f" {', '.join(POSITIVE_COLUMNS)}")
+    if row["metric"] == "tpot_s" and row["output_tokens"] < 2:
+        raise ValueError(f"output_tokens={row['output_tokens']}: a tpot_s row needs at least 2"
+                         f" (the time per output token after the first)")
 
 
 def validate_kv_capacity(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:

@@ -647,3 +647,21 @@ def test_a_validation_flag_without_its_value_is_a_usage_message(argv):
     spec.loader.exec_module(bench)
     with pytest.raises(SystemExit, match=rf"{argv[-1]} needs a value\n.*--table PATH"):
         bench.main(argv)
+
+
+@pytest.mark.parametrize(("cells", "named"), [
+    ("ttft_s,128,128,0.012,engine,,0,", r"qps=0\.0: expected a number above 0"),
+    ("ttft_s,128,128,0.012,engine,,,0", r"concurrency=0: expected a number above 0"),
+    ("ttft_s,128,128,0,engine,,,", r"measured=0\.0: expected a number above 0"),
+    ("ttft_s,128,128,0.012,engine,,-1,", r"qps=-1\.0: expected a number above 0"),
+    ("tpot_s,128,1,0.01,engine,,,", r"output_tokens=1: a tpot_s row needs at least 2"),
+])
+def test_a_value_no_measurement_can_have_is_one_message_naming_the_line(tmp_path, cells, named):
+    """A qps of 0 or a one-token tpot_s was a ZeroDivisionError traceback, a concurrency of 0 a
+    NumPy message, a measured 0 an infinite error in the summary."""
+    table = tmp_path / "mine.csv"
+    table.write_text("engine,model,gpu,tp,weight_dtype,kv_dtype,metric,prompt_tokens,"
+                     "output_tokens,measured,measured_at,batch,qps,concurrency\n"
+                     f"trtllm,llama-3.1-8b,h100-sxm,1,bf16,bf16,{cells}\n")
+    with pytest.raises(ValueError, match=rf"row 2 \(line 2 of the CSV.*\): {named}"):
+        validate(load_catalog(), read_measurements(table))
