@@ -306,8 +306,8 @@ def read_measurements(path) -> pl.DataFrame:
     SCHEDULER_COLUMNS, source, url and notes); an optional column it lacks is read as empty, and
     a missing `source` as the file's name (the summaries count and group rows by source). A
     cell the typed columns (NUMBER_COLUMNS too) cannot parse (a thousands separator, a unit), or
-    an empty file, is one ValueError naming the file and the cell, not Polars' advice on reading
-    CSVs."""
+    an empty file, is one ValueError naming the file, the line and the cell, not Polars' advice
+    on reading CSVs."""
     optional = {**LOAD_COLUMNS, **SCHEDULER_COLUMNS}
     typed = {**NUMBER_COLUMNS, **optional}
     try:
@@ -320,12 +320,31 @@ def read_measurements(path) -> pl.DataFrame:
         raise ValueError(f"{path} is empty: expected a header row of"
                          f" {', '.join(REQUIRED_COLUMNS)} and one row per measurement") from None
     except pl.exceptions.ComputeError as e:
-        first_line = str(e).splitlines()[0]
+        cell = _unreadable_cell(path, typed)
+        if cell is None:  # the file's structure (a row of more fields than the header), not a cell
+            raise ValueError(f"{path}: {str(e).splitlines()[0]}") from None
         whole, other = ([c for c, t in typed.items() if (t == pl.Int64) == integer]
                         for integer in (True, False))
-        raise ValueError(f"{path}: {first_line}; expected plain whole numbers in"
+        raise ValueError(f"{path}: {cell}; expected plain whole numbers in"
                          f" {', '.join(whole)} and plain numbers in {', '.join(other)} (no"
                          f" thousands separators or units)") from None
+
+
+def _unreadable_cell(path, typed: dict) -> str | None:
+    """"line N: cannot read 'value' in column" for the first cell of a typed column its type
+    cannot read (Polars names the cell but gives only a byte offset), None if there is none."""
+    try:
+        raw = pl.read_csv(path, infer_schema=False).with_row_index("line", offset=2)
+    except pl.exceptions.PolarsError:  # not a cell: the file's own structure (Polars says)
+        return None
+    cells = [raw.filter(pl.col(c).is_not_null() & pl.col(c).cast(dtype, strict=False).is_null())
+             .select("line", pl.col(c).alias("value"), column=pl.lit(c))
+             for c, dtype in typed.items() if c in raw.columns]
+    found = pl.concat(cells).sort("line", maintain_order=True) if cells else pl.DataFrame()
+    if found.is_empty():
+        return None
+    cell = found.row(0, named=True)
+    return f"line {cell['line']}: cannot read {cell['value']!r} in {cell['column']}"
 
 
 def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:

@@ -665,3 +665,21 @@ def test_a_value_no_measurement_can_have_is_one_message_naming_the_line(tmp_path
                      f"trtllm,llama-3.1-8b,h100-sxm,1,bf16,bf16,{cells}\n")
     with pytest.raises(ValueError, match=rf"row 2 \(line 2 of the CSV.*\): {named}"):
         validate(load_catalog(), read_measurements(table))
+
+
+def test_an_unreadable_cell_is_named_by_its_line_and_a_malformed_row_is_not_blamed_on_numbers(
+        tmp_path):
+    """bench/README.md promises the line: Polars named the cell but only a byte offset. A row
+    of more fields than the header is no number's fault, so it gets no advice on numbers."""
+    header = ("engine,model,gpu,tp,weight_dtype,kv_dtype,metric,prompt_tokens,output_tokens,"
+              "measured,measured_at\n")
+    row = "vllm,llama-3.1-8b,h100-sxm,1,bf16,bf16,ttft_s,128,128,{},engine\n"
+    table = tmp_path / "mine.csv"
+    table.write_text(header + row.format("0.012") + row.format('"2,5"'))
+    with pytest.raises(ValueError, match=r"mine\.csv: line 3: cannot read '2,5' in measured;"
+                                         r" expected plain whole numbers in tp"):
+        read_measurements(table)
+    table.write_text(header + row.format("0.012,extra"))
+    with pytest.raises(ValueError, match=r"mine\.csv: found more fields") as raised:
+        read_measurements(table)
+    assert "plain" not in str(raised.value)
