@@ -81,7 +81,7 @@ def main(argv: list[str]) -> None:
         print(summary(validated, by=("source", "metric")))
     print(f"{validated.height} rows from {validated['source'].n_unique()} sources")
     print(summary(validated))
-    if table != TABLE:
+    if table.resolve() != TABLE.resolve():
         return
     sizing = validate_kv_capacity(catalog, pl.read_csv(KV_CAPACITY))
     print(f"KV capacity: {sizing.height} measured maximum batches, predicted within"

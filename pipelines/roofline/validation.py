@@ -175,22 +175,14 @@ def _round_up(value: float, bands: tuple[tuple[float, int], ...], least: int) ->
 
 def predict(catalog: Catalog, row: dict) -> float:
     """The model's value for one measurement row (same unit as `measured`)."""
+    check_row(row)
     d = deployment_for(catalog, row)
     prompt, output = int(row["prompt_tokens"]), int(row["output_tokens"])
     batch = int(row["batch"]) if row.get("batch") not in (None, "") else 1
     metric = row["metric"]
-    if row["measured_at"] not in MEASURED_AT:
-        raise ValueError(f"measured_at {row['measured_at']!r}: expected one of"
-                         f" {', '.join(MEASURED_AT)}")
     frontend_s = FRONTEND_S if row["measured_at"] == "client" else 0.0
     qps, concurrency = (row.get(c) not in (None, "") for c in ("qps", "concurrency"))
-    if qps and concurrency:
-        raise ValueError("a row has either a qps (open loop) or a concurrency (closed loop),"
-                         " not both")
     if row.get("requests") not in (None, ""):
-        if metric != "max_throughput_tok_s":
-            raise ValueError(f"requests (a finite max-load run) belongs to max_throughput_tok_s"
-                             f" rows, not {metric!r}")
         return finite_run_tok_s(d, int(row["requests"]), prompt, output)
     if qps:
         return _served(d, float(row["qps"]), prompt, output, metric, frontend_s)
@@ -204,12 +196,7 @@ def predict(catalog: Catalog, row: dict) -> float:
         if row["engine"] in E2E_OVER_OUTPUT:
             return (d.prefill_batch_s(batch, prompt) + decode) / output
         return decode / (output - 1)
-    if metric == "max_throughput_tok_s":
-        return d.max_throughput_tok_s(prompt, output)
-    if metric == "output_tok_s":
-        raise ValueError("output_tok_s is the throughput of a closed-loop run: the row needs a"
-                         " concurrency")
-    raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+    return d.max_throughput_tok_s(prompt, output)  # the one metric check_row leaves here
 
 
 def finite_run_tok_s(d: Deployment, requests: int, prompt: int, output: int) -> float:
@@ -223,9 +210,6 @@ def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str,
             frontend_s: float) -> float:
     """Mean `metric` of a replayed Poisson stream of identical requests at `qps` per second; the
     front end's time reaches the client with the first token (the replay's one-way latency)."""
-    if metric not in SERVED_METRIC_COLUMN:
-        raise ValueError(f"metric {metric!r} at a request rate: expected one of"
-                         f" {', '.join(SERVED_METRIC_COLUMN)}")
     gaps = np.random.default_rng(0).exponential(1.0 / qps, SERVED_REQUESTS)
     requests = _identical(np.cumsum(gaps) - gaps[0], prompt, output)
     return float(replay(requests, _at_client(d, frontend_s))[SERVED_METRIC_COLUMN[metric]].mean())
@@ -234,9 +218,6 @@ def _served(d: Deployment, qps: float, prompt: int, output: int, metric: str,
 def _closed_loop(d: Deployment, concurrency: int, prompt: int, output: int, metric: str,
                  frontend_s: float) -> float:
     """Steady-state mean `metric` of `concurrency` closed-loop clients (module docstring)."""
-    if metric not in CLOSED_LOOP_METRICS:
-        raise ValueError(f"metric {metric!r} at a concurrency: expected one of"
-                         f" {', '.join(CLOSED_LOOP_METRICS)}")
     return _closed_loop_means(_at_client(d, frontend_s), concurrency, prompt, output)[metric]
 
 
@@ -354,14 +335,19 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
         raise ValueError(f"measurement table lacks column(s) {', '.join(missing)}: expected"
                          f" {', '.join(REQUIRED_COLUMNS)}")
     _check_filled(measurements)
-    predicted = []
-    for number, row in enumerate(measurements.iter_rows(named=True), start=2):
+    rows = list(measurements.iter_rows(named=True))
+    problems = []
+    for number, row in enumerate(rows, start=2):  # every row's cheap checks before any replay
         try:
-            _check_values(row)
-            predicted.append(predict(catalog, row))
-        except ValueError as e:  # CatalogError included: one message naming the row
-            raise ValueError(f"row {number} (line {number} of the CSV, {row['model']} on"
-                             f" {row['gpu']}, {row['metric']}): {e}") from None
+            check_row(row)
+            deployment_for(catalog, row)
+        except ValueError as e:  # CatalogError included
+            problems.append(f"row {number} (line {number} of the CSV, {row['model']} on"
+                            f" {row['gpu']}, {row['metric']}): {e}")
+    if problems:
+        raise ValueError(f"{len(problems)} row(s) of the measurement table cannot be predicted:\n"
+                         + "\n".join(problems))
+    predicted = [predict(catalog, row) for row in rows]
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
         error=pl.col("predicted") / pl.col("measured") - 1.0
     )
@@ -388,18 +374,43 @@ POSITIVE_COLUMNS = ("measured", "prompt_tokens", "output_tokens", "batch", "qps"
                     "requests")
 
 
-def _check_values(row: dict) -> None:
-    """A value no measurement can have is a ValueError, not a ZeroDivisionError traceback (a qps
-    of 0, a tpot_s of one output token, which has no second token to time), a NumPy message
-    (a concurrency of 0: "zero-size array to reduction operation") or an infinite error (a
+def check_row(row: dict) -> None:
+    """A ValueError for a row no prediction can answer, found without predicting anything (so
+    that validate names every such row of a table at once): a metric, measured_at or load the
+    table does not define, or a value no measurement can have, which failed deep in the
+    replay as a ZeroDivisionError (a qps of 0, a tpot_s of one output token, which has no
+    second token to time), a NumPy message (a concurrency of 0) or an infinite error (a
     measured 0)."""
+    metric = row["metric"]
+    if metric not in METRICS:
+        raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+    if row["measured_at"] not in MEASURED_AT:
+        raise ValueError(f"measured_at {row['measured_at']!r}: expected one of"
+                         f" {', '.join(MEASURED_AT)}")
     for column in POSITIVE_COLUMNS:
-        if row.get(column) is not None and row[column] <= 0:
+        if row.get(column) not in (None, "") and row[column] <= 0:
             raise ValueError(f"{column}={row[column]}: expected a number above 0 in"
                              f" {', '.join(POSITIVE_COLUMNS)}")
-    if row["metric"] == "tpot_s" and row["output_tokens"] < 2:
+    if metric == "tpot_s" and row["output_tokens"] < 2:
         raise ValueError(f"output_tokens={row['output_tokens']}: a tpot_s row needs at least 2"
                          f" (the time per output token after the first)")
+    qps, concurrency, requests = (row.get(c) not in (None, "")
+                                  for c in ("qps", "concurrency", "requests"))
+    if qps and concurrency:
+        raise ValueError("a row has either a qps (open loop) or a concurrency (closed loop),"
+                         " not both")
+    if requests and metric != "max_throughput_tok_s":
+        raise ValueError(f"requests (a finite max-load run) belongs to max_throughput_tok_s"
+                         f" rows, not {metric!r}")
+    if qps and metric not in SERVED_METRIC_COLUMN:
+        raise ValueError(f"metric {metric!r} at a request rate: expected one of"
+                         f" {', '.join(SERVED_METRIC_COLUMN)}")
+    if concurrency and metric not in CLOSED_LOOP_METRICS:
+        raise ValueError(f"metric {metric!r} at a concurrency: expected one of"
+                         f" {', '.join(CLOSED_LOOP_METRICS)}")
+    if metric == "output_tok_s" and not concurrency:
+        raise ValueError("output_tok_s is the throughput of a closed-loop run: the row needs a"
+                         " concurrency")
 
 
 def validate_kv_capacity(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:

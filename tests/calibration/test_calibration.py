@@ -652,3 +652,25 @@ def test_step_measurements_faster_than_peak_are_left_out_and_named(catalog):
     # most of a metric out of reach is the wrong deployment, not bad rows: kept and flagged
     slow = calibrate_steps(d, steps.with_columns(pl.col("observed_s") * 0.3), BUCKETS)
     assert slow.left_out == () and slow.at_bound()
+
+
+def test_the_calibration_bench_offers_each_llmperf_candidate_one_replica_per_client(monkeypatch,
+                                                                                   tmp_path):
+    """A hosted endpoint spreads the leaderboard's five clients over a fleet; a one-replica
+    candidate made the replay queue each client behind the others' steps (docs/physics.md
+    section 6). The bench's candidates carry LLMPERF_REPLICAS = LLMPERF_CLIENTS replicas."""
+    bench = calibration_bench()
+    monkeypatch.setattr(bench, "SHARED_LLMPERF", tmp_path / "absent")  # the two fixture logs
+
+    class Offered(Exception):
+        pass
+
+    def offered(candidates, *args, **kwargs):
+        raise Offered(candidates)
+
+    monkeypatch.setattr(bench, "calibrate_candidates", offered)
+    with pytest.raises(Offered) as got:
+        bench.llmperf(load_catalog(), BUCKETS)
+    candidates = got.value.args[0]
+    assert len(candidates) >= 3
+    assert {d.replicas for d in candidates} == {bench.LLMPERF_CLIENTS} == {5}

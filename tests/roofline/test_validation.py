@@ -4,6 +4,7 @@ with the catalog's default factors: the figures docs/physics.md reports."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import numpy as np
@@ -564,8 +565,9 @@ def test_the_documented_padding_example_is_what_the_limits_give():
 
 
 def test_a_bad_measurement_table_gets_one_message_naming_the_file_and_the_row(tmp_path):
-    """A cell the typed columns cannot read names the file, the cell and what was expected; a
-    row the model cannot predict names its line, so a user's own table is fixed in one pass."""
+    """A cell the typed columns cannot read names the file, the cell and what was expected;
+    every row the model cannot predict is named by its line in one message, before anything is
+    replayed, so a user's own table is fixed in one pass."""
     header = ("engine,model,gpu,tp,weight_dtype,kv_dtype,metric,prompt_tokens,output_tokens,"
               "measured,measured_at,requests")
     bad_cell = tmp_path / "mine.csv"
@@ -577,9 +579,14 @@ def test_a_bad_measurement_table_gets_one_message_naming_the_file_and_the_row(tm
     bad_row.write_text(f"{header}\ntrtllm-bench,llama-3.1-8b,h100-sxm,1,fp8,fp8,"
                        f"max_throughput_tok_s,128,128,20000,engine,1500\n"
                        f"llama.cpp,llama-3.1-8b,h100-sxm,1,bf16,bf16,ttft_s,100,10,0.02,"
-                       f"engine,\n")
-    with pytest.raises(ValueError, match=r"row 3 .*llama-3\.1-8b on h100-sxm, ttft_s.*llama\.cpp"):
+                       f"engine,\n"
+                       f"vllm,llama-3.1-8b,h100-sxm,1,bf16,bf16,tpot_s,100,10,0.02,engine,50\n")
+    with pytest.raises(ValueError) as raised:
         validate(load_catalog(), read_measurements(bad_row))
+    lines = str(raised.value).splitlines()
+    assert lines[0] == "2 row(s) of the measurement table cannot be predicted:"
+    assert re.match(r"row 3 .*llama-3\.1-8b on h100-sxm, ttft_s.*llama\.cpp", lines[1]), lines
+    assert re.match(r"row 4 .*tpot_s.*requests \(a finite max-load run\)", lines[2]), lines
 
 
 @pytest.mark.parametrize(("cells", "named"), [
