@@ -399,9 +399,32 @@ def test_a_misspelled_trace_in_the_config_fails_naming_the_observed_ones(tmp_pat
     """A trace name that matches no observed log would otherwise leave the log it meant on the
     default deployment (a fit of the wrong hardware) without a word."""
     config = {"deployments": {"burstgpt-scale-100": DEPLOYMENT}, "fit_metrics": ["ttft"]}
-    with pytest.raises(dg.Failure, match=r"trace\(s\) \['burstgpt-scale-100'\] with no observed"
-                                         r" latencies.*burstgpt-scale100, burstgpt-scale1000"):
+    with pytest.raises(dg.Failure, match=r"^calibration config ops.calibrated.config.deployments:"
+                                         r" trace 'burstgpt-scale-100': no ingested file has that"
+                                         r" trace name .*; expected one of the traces with observed"
+                                         r" latencies: burstgpt-scale100, burstgpt-scale1000$"):
         _materialize(tmp_path, _requests(True), config)
     config = {"fit_metrics_by_trace": {"burstgpt-scale-100": ["ttft"]}}
-    with pytest.raises(dg.Failure, match=r"trace\(s\) \['burstgpt-scale-100'\] with no observed"):
+    with pytest.raises(dg.Failure, match=r"config.fit_metrics_by_trace: trace 'burstgpt-scale-100'"):
         _materialize(tmp_path, _requests(True), config)
+
+
+def test_a_trace_named_in_the_config_is_told_apart_from_one_without_observations(tmp_path):
+    """A trace that is ingested but carries no observed latency is not a misspelt name: each
+    line names the settings that name the trace and why it cannot be calibrated. (One message
+    said every such trace had 'no observed latencies', a name no file holds included.)"""
+    requests = _requests(True).with_columns(
+        pl.when(pl.col("trace") == "burstgpt-scale1000").then(None).otherwise(pl.col(c)).alias(c)
+        for c in ("observed_ttft_s", "observed_e2e_s"))
+    config = {"traces": ["burstgpt-scale1000", "fireworks_7b"],
+              "candidates": {"fireworks_7b": [DEPLOYMENT]}}
+    with pytest.raises(dg.Failure) as info:
+        _materialize(tmp_path, requests, config)
+    lines = str(info.value).splitlines()
+    assert lines[0] == ("calibration config ops.calibrated.config.traces: trace 'burstgpt-scale1000':"
+                        " its requests carry no observed latency; expected one of the traces with"
+                        " observed latencies: burstgpt-scale100")
+    assert lines[1].startswith("calibration config ops.calibrated.config.traces and"
+                               " ops.calibrated.config.candidates: trace 'fireworks_7b': no ingested"
+                               " file has that trace name")
+    assert len(lines) == 2

@@ -91,8 +91,8 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     as the replay sets them aside (`set_aside_requests`). A trace that cannot be calibrated
     (too few observations) is skipped, logged and listed with its reason in the metadata; only
     a configuration error
-    (unknown deployment, router or metric, a trace named in `deployments` or `candidates` that
-    has no observed latencies) fails the asset."""
+    (unknown deployment, router or metric, a trace named in the config that no ingested file
+    holds or that has no observed latencies) fails the asset."""
     # the preflight's checks (every run through the warehouse resource has passed them), again
     # for a materialization with a plain DuckDBResource
     problems: list[str] = []
@@ -111,14 +111,9 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     # named in the metadata: a log whose latencies were not read (a generic CSV without an
     # observed_ttft_s column mapping) was otherwise left out without a word
     unobserved = sorted(set(ingested) - set(observed))
-    named = (set(config.traces) | set(config.deployments) | set(config.candidates)
-             | set(config.fit_metrics_by_trace))
-    unknown = sorted(named - set(observed))
+    unknown = _unknown_traces(config, set(ingested), observed)
     if unknown:  # a typo would silently calibrate that trace on the default deployment or metrics
-        raise dg.Failure(f"calibration config: traces / deployments / candidates /"
-                         f" fit_metrics_by_trace name trace(s) {unknown}"
-                         f" with no observed latencies in the warehouse; traces with observed"
-                         f" latencies: {', '.join(observed) or 'none'}")
+        raise dg.Failure("\n".join(unknown))
     if config.traces:
         traces = {trace: traces[trace] for trace in config.traces}
     default, default_source = settings.deployment_choice(config.deployment, "calibration config")
@@ -193,6 +188,26 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
             "unobserved_traces": dg.MetadataValue.json(unobserved)})
         yield dg.MaterializeResult(asset_key="calibration_errors", metadata={
             **table_metadata(conn, "calibration_errors"), **_error_metadata(summary)})
+
+
+def _unknown_traces(config: CalibrationConfig, ingested: set[str], observed: list[str]) -> list[str]:
+    """One line per trace the config names that cannot be calibrated, naming the setting(s) that
+    name it and why: no ingested file has that name (a typo, or the file's name with its suffix)
+    or its requests carry no observed latency. One message for both, naming four settings, told
+    a user who wrote `fireworks-7b` that the trace had no observed latencies."""
+    settings_naming = {"traces": config.traces, "deployments": config.deployments,
+                       "candidates": config.candidates,
+                       "fit_metrics_by_trace": config.fit_metrics_by_trace}
+    lines = []
+    for trace in sorted(set().union(*settings_naming.values()) - set(observed)):
+        fields = " and ".join(f"ops.{CALIBRATION_OP}.config.{field}"
+                              for field, names in settings_naming.items() if trace in names)
+        why = ("its requests carry no observed latency" if trace in ingested else
+               "no ingested file has that trace name (a file's name less its format and"
+               " compression suffixes: log.json.gz is trace log)")
+        lines.append(f"calibration config {fields}: trace {trace!r}: {why}; expected one of the"
+                     f" traces with observed latencies: {', '.join(observed) or 'none'}")
+    return lines
 
 
 def _servable(trace: str, frame: pl.DataFrame, offered: list) -> tuple[pl.DataFrame, pl.DataFrame]:
