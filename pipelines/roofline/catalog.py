@@ -957,7 +957,9 @@ def _checked_table(frame: pl.DataFrame, table: str, file: Path, problems: list[s
             continue  # an optional column (a required one is there: checked above)
         if not frame[column].dtype.is_numeric():
             numbers = frame[column].cast(pl.Float64, strict=False)
-            _reject_values(frame, column, file, "a number", numbers.is_null(), problems)
+            # the range too: replicas='five' was told "expected a number", replicas=2.5 "a whole
+            # number >= 1"
+            _reject_values(frame, column, file, rule.expected, numbers.is_null(), problems)
             frame = frame.with_columns(numbers.alias(column))
         values = frame[column]
         wrong = rule.wrong(values).fill_null(False)

@@ -470,7 +470,7 @@ def test_every_problem_of_the_catalog_is_one_line_of_one_error(copied):
         load_catalog(copied)
     lines = str(info.value).splitlines()
     assert len(lines) == 4, lines
-    assert "models.csv, row 'llama-2-7b': layers='thirty-two': expected a number" in lines[0]
+    assert "models.csv, row 'llama-2-7b': layers='thirty-two': expected a whole number >= 1" in lines[0]
     assert "deployments.csv, row 'azure-2023-70b-h100': replicas=0: expected a whole" in lines[1]
     assert "deployments.csv, row 'seed-example': replicas=-1: expected a whole" in lines[2]
     assert lines[3].startswith(f"family of l4 in {copied / 'gpus.csv'} is 'lovelace'")
@@ -503,18 +503,21 @@ def test_keys_that_differ_only_in_case_or_spaces_are_refused(copied, table, key,
     if spelt != spelt.strip():   # the twin of the key spelt without its spaces is named too
         assert "differ only in letter case or spaces around their deployment" in str(info.value)
 
-@pytest.mark.parametrize(("table", "key", "column"), [
-    ("models", "deepseek-v3", "q_lora_rank"),
-    ("gpus", "h100-sxm", "hbm_bandwidth_gbs"),
-    ("deployments", "seed-example", "max_seqs"),
-    ("deployments", "seed-example", "net_one_way_s"),
-    ("deployments", "seed-example", "compute_efficiency"),
+@pytest.mark.parametrize(("table", "key", "column", "expected"), [
+    ("models", "deepseek-v3", "q_lora_rank", "a whole number >= 1"),
+    ("gpus", "h100-sxm", "hbm_bandwidth_gbs", "a number > 0"),
+    ("deployments", "seed-example", "max_seqs", "a whole number >= 1"),
+    ("deployments", "seed-example", "replicas", "a whole number >= 1"),
+    ("deployments", "seed-example", "net_one_way_s", "a number >= 0"),
+    ("deployments", "seed-example", "compute_efficiency", r"a number in \(0, 1\]"),
 ])
 def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copied, table, key,
-                                                                          column):
-    _set(copied, table, key, column, "lots")
-    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}( / [^']+)?': {column}='lots':"
-                                           r" expected a number"):
+                                                                          column, expected):
+    """With the range the column takes: replicas='five' was told "expected a number", as if
+    '2.5' would do."""
+    _set(copied, table, key, column, "five")
+    with pytest.raises(CatalogError, match=rf"{table}.csv, row '{key}( / [^']+)?': {column}='five':"
+                                           rf" expected {expected} \(see"):
         load_catalog(copied)
 
 
