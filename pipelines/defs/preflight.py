@@ -59,6 +59,11 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
         if trace in deployments:
             problems.append(f"run config {where}: trace {trace!r} has both a deployment and "
                             f"candidates; expected one or the other")
+        # a name twice is calibrated twice (each a whole fit of the log) and listed twice
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            problems.append(f"run config {where}.candidates[{trace!r}]: {', '.join(twice)} named"
+                            f" more than once; expected each candidate once")
         chosen += [(f"{CALIBRATION_OP}.candidates[{trace!r}]", name) for name in names]
     traces = cfg.get("traces")
     if traces is not None and (not isinstance(traces, list)

@@ -306,6 +306,9 @@ def test_a_null_deployment_names_none(tmp_path, monkeypatch, capsys, op):
      "calibrated.deployments['t']='nope': no such deployment"),
     ("ops:\n  calibrated:\n    config:\n      candidates: {t: [seed-example, nope]}\n",
      "calibrated.candidates['t']='nope': no such deployment"),
+    ("ops:\n  calibrated:\n    config:\n      candidates: {t: [seed-example, seed-example]}\n",
+     "run config ops.calibrated.config.candidates['t']: seed-example named more than once;"
+     " expected each candidate once"),
     ("ops:\n  calibrated:\n    config:\n      candidates: {t: seed-example}\n",
      "run config ops.calibrated.config.candidates['t']: 'seed-example', expected a list of deployment names"),
     ("ops:\n  calibrated:\n    config:\n      deployments: {t: seed-example}\n      candidates: {t: [seed-example]}\n",
