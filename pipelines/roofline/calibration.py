@@ -150,7 +150,7 @@ class Calibration:
 
     def at_bound(self) -> list[str]:
         """The fitted parameters that ended at a bound that means implausible (module docstring)."""
-        return _at_bound(self.after)
+        return list(_at_bound(self.after))
 
     def parameters(self) -> dict[str, tuple[float, float]]:
         """{parameter: (before, after)}."""
@@ -574,15 +574,17 @@ def _ideal(d: Deployment) -> Deployment:
                                for p in PARAMETERS})
 
 
-def _at_bound(fitted: Deployment) -> list[str]:
-    """The fitted parameters at a bound that means implausible: an efficiency at 100% of peak
-    or at 1%, or an overhead at its ceiling (BOUNDS; a small overhead at its floor is plausible: the
-    engine simply has none to speak of)."""
-    bounded = []
+def _at_bound(fitted: Deployment) -> dict[str, float]:
+    """The fitted parameters at a bound that means implausible, each with that bound: an
+    efficiency at 100% of peak or at 1%, or an overhead at its ceiling (BOUNDS; a small overhead
+    at its floor is plausible: the engine simply has none to speak of)."""
+    bounded = {}
     for name in PARAMETERS:
         value, (low, high) = parameter(fitted, name), BOUNDS[name]
-        if value * AT_BOUND >= high or (name not in OVERHEADS and value <= low * AT_BOUND):
-            bounded.append(name)
+        if value * AT_BOUND >= high:
+            bounded[name] = high
+        elif name not in OVERHEADS and value <= low * AT_BOUND:
+            bounded[name] = low
     return bounded
 
 
@@ -600,9 +602,11 @@ def _plausibility(d: Deployment, fitted: Deployment, metrics: np.ndarray, observ
                 f"can be ({ideal_median:.4g} s at 100% of peak compute and bandwidth, no step "
                 f"overhead, no client latency): the log was served by other hardware, "
                 f"parallelism, precision or model")
-    for name in _at_bound(fitted):
-        warnings.append(f"{name} was fitted to {parameter(fitted, name):.4g}, at its bound: "
-                        f"{served_by} cannot explain the log without it")
+    # the bound and the margin named: "fitted to 0.9631, at its bound" read as a bound of 0.9631
+    for name, bound in _at_bound(fitted).items():
+        warnings.append(f"{name} was fitted to {parameter(fitted, name):.4g}, at its bound of"
+                        f" {bound:g} (within {AT_BOUND - 1:.0%}, as close as the fit settles):"
+                        f" {served_by} cannot explain the log without it")
     return tuple(warnings)
 
 

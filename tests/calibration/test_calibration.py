@@ -392,6 +392,10 @@ def test_a_fit_that_needs_more_than_peak_is_flagged(catalog):
     result = calibrate_steps(base, steps.with_columns(pl.col("observed_s") * 0.3), BUCKETS)
     assert set(result.at_bound()) >= {"compute_efficiency", "bandwidth_efficiency"}
     assert sum("at its bound" in w for w in result.warnings) == len(result.at_bound())
+    # the bound is named: "fitted to 0.9631, at its bound" read as a bound of 0.9631, not 100%
+    bandwidth = [w for w in result.warnings if w.startswith("bandwidth_efficiency was fitted")]
+    assert len(bandwidth) == 1 and ", at its bound of 1 (within 5%, as close as the fit" \
+        " settles): splitwise-70b-h100-tp2" in bandwidth[0], bandwidth
     assert calibrate_steps(base, steps, BUCKETS).warnings == ()
 
 
