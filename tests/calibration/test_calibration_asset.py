@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import duckdb
@@ -16,7 +17,7 @@ from pipelines.defs.calibration import assets as calibration_assets
 from pipelines.defs.calibration.assets import calibrated
 from pipelines.roofline.calibration import PARAMETERS
 from pipelines.defs.ingest.assets import ingested_traces
-from pipelines.roofline.calibration import calibrate_candidates
+from pipelines.roofline.calibration import CANDIDATE_SCHEMA, calibrate_candidates
 from pipelines.warehouse import run_sql, write_table
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "observed"
@@ -274,6 +275,21 @@ def test_candidates_keep_the_deployment_that_served_the_log(tmp_path):
     assert f"| {DEPLOYMENT} | yes |" in table and "| kept |" in table
     assert "| splitwise-70b-a100-tp2 | no |" in table and "faster than" in table
     assert by_key["calibration"]["implausible_fits"].value == "none"
+
+
+def test_a_plausible_candidate_not_kept_says_why():
+    """fireworks_7b offered an A100 and an H100: both plausible, both fitted to 3.6%, the H100's
+    'why not' empty; the table now names the catalog errors the choice compared."""
+    candidates = pl.DataFrame(
+        [("a100", True, 0.038, 0.036, True, None), ("h100", True, 0.165, 0.036, False, None),
+         ("l40s", False, 0.509, 0.265, False, "faster than it can be")],
+        schema=CANDIDATE_SCHEMA, orient="row")
+    rows = calibration_assets._candidates_table(SimpleNamespace(candidates=candidates)).splitlines()
+    assert rows[2] == "| a100 | yes | 3.8% | 3.6% | kept |  |"
+    assert rows[3] == ("| h100 | yes | 16.5% | 3.6% |  | its catalog factors miss the fit half by"
+                       " 16.5%, a100's by 3.8%: the choice compares those, not the fitted errors"
+                       " (five free factors can make a wrong GPU fit) |")
+    assert rows[4] == "| l40s | no | 50.9% | 26.5% |  | faster than it can be |"
 
 
 def test_a_candidate_of_another_model_is_not_called_plausible(tmp_path):

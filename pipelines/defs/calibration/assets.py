@@ -250,14 +250,24 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
 
 def _candidates_table(choice) -> str:
     """Every candidate: the fit-half error with its catalog factors (client latency fitted: what
-    the choice compares) and after the full fit."""
+    the choice compares) and after the full fit, and why it was not kept: ruled out, or, for a
+    plausible one, the catalog error it lost on (its 'why not' was empty, beside a fitted error
+    as low as the kept one's)."""
+    def percent(value):
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    kept = choice.candidates.filter(pl.col("kept")).row(0, named=True)
     lines = ["| deployment | plausible | fit-half error, catalog factors | fit-half error, fitted "
              "| kept | why not |", "|---|---|---:|---:|---|---|"]
     for r in choice.candidates.iter_rows(named=True):
-        catalog, fitted = ("n/a" if r[c] is None else f"{100 * r[c]:.1f}%"
-                           for c in ("catalog_error", "fit_error"))
-        lines.append(f"| {r['deployment']} | {'yes' if r['plausible'] else 'no'} | {catalog} | {fitted} | "
-                     f"{'kept' if r['kept'] else ''} | {r['why_not'] or ''} |")
+        why = r["why_not"] or ""
+        if r["plausible"] and not r["kept"]:
+            why = (f"its catalog factors miss the fit half by {percent(r['catalog_error'])},"
+                   f" {kept['deployment']}'s by {percent(kept['catalog_error'])}: the choice"
+                   f" compares those, not the fitted errors (five free factors can make a wrong GPU fit)")
+        lines.append(f"| {r['deployment']} | {'yes' if r['plausible'] else 'no'} | "
+                     f"{percent(r['catalog_error'])} | {percent(r['fit_error'])} | "
+                     f"{'kept' if r['kept'] else ''} | {why} |")
     return "\n".join(lines)
 
 
