@@ -3,8 +3,9 @@
 Folder ingest (the Dagster asset, the inbox) calls read_trace with no arguments, so a file that
 needs some — a BurstGPT vLLM log (`out_len_per_token`), a generic CSV / JSONL / Parquet log
 (`format`, `columns`, `time_unit`), an LLMPerf file (`concurrency`), a forced format, a policy
-other than the default, a `start_time` for a relative clock — carries them in a JSON object
-next to it, under the log's full name plus `.fleetspend.json`:
+other than the default, a `start_time` for a relative clock, the `model` a log's records do not
+name — carries them in a JSON object next to it, under the log's full name plus
+`.fleetspend.json`:
 
     detail_log_scale100_prompt500.json.fleetspend.json
     {"format": "burstgpt-vllm", "out_len_per_token": 6.56}
@@ -21,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.formats import FORMATS, POLICY_OPTIONS, reader_options
+from pipelines.formats import COMMON_OPTIONS, FORMATS, reader_options
 from pipelines.formats.common import start_time_of
 from pipelines.formats.source import sidecar_of
 
@@ -33,7 +34,7 @@ class OptionsError(ValueError):
 def _known_keys(format: str | None) -> set[str]:
     """Every key a sidecar may hold: for a named format, exactly the options it takes."""
     names = [format] if format is not None else list(FORMATS)
-    return {"format", *POLICY_OPTIONS}.union(*(reader_options(name) for name in names))
+    return {"format", *COMMON_OPTIONS}.union(*(reader_options(name) for name in names))
 
 
 def raw_options(path: Path) -> dict:

@@ -235,3 +235,33 @@ def test_the_folder_ingest_lists_logs_only(tmp_path):
     (tmp_path / "folder.csv").mkdir()
     assert [p.name for p in trace_files(tmp_path)] == logs
     assert trace_files(tmp_path / "absent") == []
+
+
+def test_a_sidecar_names_the_model_a_log_does_not(inbox, tmp_path):
+    """LLMPerf (like AIBrix, Azure, Mooncake and Vidur) records no model, so the checks that
+    compare a log's model with the deployment's could not fire; a sidecar's `model` fills every
+    request's, as read_trace(model=...) does, and a record's own model is kept."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "bedrock_13b.json", inbox)
+    write_sidecar(inbox / "bedrock_13b.json", {"concurrency": 5,
+                                               "model": "meta-llama/Llama-2-13b-chat-hf"})
+    ingest(warehouse)
+    assert query(warehouse, "SELECT DISTINCT model FROM requests") == \
+        [("meta-llama/Llama-2-13b-chat-hf",)]
+    without = read_trace(PUBLIC / "bedrock_13b.json", concurrency=5).requests
+    assert without["model"].is_null().all()
+    named = read_trace(PUBLIC / "bedrock_13b.json", concurrency=5, model="x").requests
+    assert named.drop("model").equals(without.drop("model"))
+    log = tmp_path / "models.csv"
+    log.write_text("ts,in,out,model\n0.5,100,10,llama-3.1-8b\n1.0,200,20,\n")
+    mapped = {**MAPPING, "columns": {**MAPPING["columns"], "model": "model"}}
+    mapped["columns"].pop("tenant")
+    kept = read_trace(log, **mapped, model="llama-2-7b").requests
+    assert kept["model"].to_list() == ["llama-3.1-8b", "llama-2-7b"]
+
+
+@pytest.mark.parametrize("model", ["", "  ", 13])
+def test_a_model_option_that_is_no_name_is_one_message(model):
+    with pytest.raises(ValueError, match=r"bedrock_13b\.json: model=.*expected the served"
+                                         r" model's name as text"):
+        read_trace(PUBLIC / "bedrock_13b.json", concurrency=5, model=model)
