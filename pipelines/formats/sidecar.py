@@ -19,6 +19,7 @@ options (`canonical` text) beside the content hash, so editing a sidecar re-inge
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
@@ -57,8 +58,11 @@ def raw_options(path: Path) -> dict:
     for key in sorted(options):
         if key not in allowed:
             scope = f"format {format!r}" if format is not None else "any format"
+            # a misspelling names its option first: the list of every format's keys is long
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
             raise OptionsError(f"{sidecar}: key {key!r} is not an option of {scope}; "
-                               f"expected one of {sorted(allowed)}")
+                               f"{hint}expected one of {sorted(allowed)}")
     return options
 
 

@@ -101,7 +101,10 @@ def test_sidecar_options_equal_read_trace_options(inbox, tmp_path):
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"concurency": 5}, "key 'concurency' is not an option of any format"),
+    ({"concurency": 5}, "key 'concurency' is not an option of any format; did you mean"
+                        " 'concurrency'? expected one of"),
+    ({"format": "csv", "time_unt": "s"}, "key 'time_unt' is not an option of format 'csv'; did"
+                                         " you mean 'time_unit'?"),
     ({"format": "csv", "concurrency": 5}, "key 'concurrency' is not an option of format 'csv'"),
     ({"format": "tsv"}, "key 'format' is 'tsv'; expected one of"),
     ({**MAPPING, "columns": ["ts", "in", "out"]}, "key 'columns' is ['ts', 'in', 'out']; expected a JSON object"),
