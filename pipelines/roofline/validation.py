@@ -176,7 +176,11 @@ def _round_up(value: float, bands: tuple[tuple[float, int], ...], least: int) ->
 def predict(catalog: Catalog, row: dict) -> float:
     """The model's value for one measurement row (same unit as `measured`)."""
     check_row(row)
-    d = deployment_for(catalog, row)
+    return _predict(deployment_for(catalog, row), row)
+
+
+def _predict(d: Deployment, row: dict) -> float:
+    """predict for a row check_row passed, on its deployment (deployment_for)."""
     prompt, output = int(row["prompt_tokens"]), int(row["output_tokens"])
     batch = int(row["batch"]) if row.get("batch") not in (None, "") else 1
     metric = row["metric"]
@@ -336,18 +340,18 @@ def validate(catalog: Catalog, measurements: pl.DataFrame) -> pl.DataFrame:
                          f" {', '.join(REQUIRED_COLUMNS)}")
     _check_filled(measurements)
     rows = list(measurements.iter_rows(named=True))
-    problems = []
+    deployments, problems = [], []
     for number, row in enumerate(rows, start=2):  # every row's cheap checks before any replay
         try:
             check_row(row)
-            deployment_for(catalog, row)
+            deployments.append(deployment_for(catalog, row))
         except ValueError as e:  # CatalogError included
             problems.append(f"row {number} (line {number} of the CSV, {row['model']} on"
                             f" {row['gpu']}, {row['metric']}): {e}")
     if problems:
         raise ValueError(f"{len(problems)} row(s) of the measurement table cannot be predicted:\n"
                          + "\n".join(problems))
-    predicted = [predict(catalog, row) for row in rows]
+    predicted = [_predict(d, row) for d, row in zip(deployments, rows, strict=True)]
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
         error=pl.col("predicted") / pl.col("measured") - 1.0
     )
