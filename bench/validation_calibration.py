@@ -41,6 +41,7 @@ from pipelines.roofline import load_catalog
 from pipelines.roofline.catalog import load_shape_buckets
 from pipelines.roofline.calibration import (
     ALL_SHAPES,
+    REQUEST_METRICS,
     calibrate_candidates,
     calibrate_requests,
     calibrate_steps,
@@ -160,7 +161,7 @@ def candidate_row(r) -> dict:
     6.9e-06 s on the A10, printed as 0 on every candidate)."""
     return {"deployment": r.before.name, "plausible": not r.warnings,
             "fit-half catalog": round(r.catalog_error, 3),
-            **{f"{m} {c}": round(v, 3) for m in ("ttft", "e2e")
+            **{f"{m} {c}": round(v, 3) for m in REQUEST_METRICS
                for c, v in zip(("before", "after"), r.held_out_error(m), strict=True)},
             **{p: float(f"{after:.4g}") for p, (_, after) in r.parameters().items()}}
 
@@ -191,7 +192,7 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
             "kept_is_plausible": plausible > 0,
             "client_one_way_s": round(best.after.network.one_way_s, 3),
             **{f"{m} {c}": round(metric[m][f"error_{c}"], 3)
-               for m in ("ttft", "e2e") for c in ("before", "after", "baseline")},
+               for m in REQUEST_METRICS for c in ("before", "after", "baseline")},
             "seconds": round(time.perf_counter() - start, 1),
         })
     table = pl.DataFrame(rows)
@@ -201,8 +202,8 @@ def llmperf(catalog, buckets: pl.DataFrame) -> None:
         print(f"{kept.height} of {table.height} logs have a plausible deployment; over them, held-out:")
         print(kept.select(
             *[pl.col(f"{m} {c}").median().alias(f"median {m} {c}")
-              for m in ("ttft", "e2e") for c in ("after", "baseline")],
-            *[(pl.col(f"{m} after") <= 0.10).sum().alias(f"{m} after <= 10%") for m in ("ttft", "e2e")],
+              for m in REQUEST_METRICS for c in ("after", "baseline")],
+            *[(pl.col(f"{m} after") <= 0.10).sum().alias(f"{m} after <= 10%") for m in REQUEST_METRICS],
             client_one_way_s_min=pl.col("client_one_way_s").min(),
             client_one_way_s_max=pl.col("client_one_way_s").max()))
     print("observations more than 10× off the kept fit (Calibration.outliers):",

@@ -13,7 +13,8 @@ Two kinds of observations:
 - request logs (the `requests` table: arrival_s, prompt/output/cached tokens, observed_ttft_s,
   observed_e2e_s). Predictions come from replaying the *whole* log on the deployment
   (pipelines.replay), so queueing and batching under the log's own load are part of the model;
-  the residuals compare the replay's ttft_s / e2e_s with the observed ones.
+  the residuals compare the replay's ttft_s / e2e_s with the observed ones, and the time per
+  output token derived from both, (e2e - ttft) / (output_tokens - 1), the decode stage alone.
 - step measurements (`kind` = prefill | decode, `batch`, `prompt_tokens`, `context_tokens`,
   `observed_s`), such as SplitwiseSim's perf_model.csv: the prefill of `batch` prompts of
   `prompt_tokens` in one step, or one decode step over `batch` sequences of `context_tokens`.
@@ -92,7 +93,16 @@ BOUNDS = {
     "sequence_overhead_s": (1e-7, 0.01),
     "net_one_way_s": (1e-5, 1.0),
 }
-REQUEST_METRICS = {"ttft": "observed_ttft_s", "e2e": "observed_e2e_s"}
+# A request log's observed latencies: the two a log records (`requests` columns), and the time
+# per output token derived from them, (e2e - ttft) / (output_tokens - 1): the decode stage alone,
+# as the client saw it from its first token to its last, free of the queue, the prefill and the
+# client path that TTFT and e2e both carry. Clients define their own TPOT differently (AIBrix's
+# divides by every output token, vLLM's benchmark by all but the first), so it is derived here,
+# the same way on both sides of the comparison. The fit uses TTFT and e2e unless told otherwise:
+# e2e already holds the decode, which fitting TPOT as well would count twice.
+LOGGED_METRICS = {"ttft": "observed_ttft_s", "e2e": "observed_e2e_s"}
+REQUEST_METRICS = (*LOGGED_METRICS, "tpot")
+DEFAULT_FIT_METRICS = ("ttft", "e2e")
 FIT, HELD_OUT = "fit", "held_out"
 # Residuals are log ratios: beyond F_SCALE (about 20%) an observation counts linearly, not
 # quadratically. DIFF_STEP: relative step of the finite differences in log-parameter space, wide
@@ -183,10 +193,13 @@ def with_parameters(d: Deployment, values: dict[str, float]) -> Deployment:
 
 def predict_requests(d: Deployment, requests: pl.DataFrame, *, router: str = "least_outstanding",
                      hash_tokens: int | None = None) -> pl.DataFrame:
-    """request_id, ttft, e2e: the replay of the whole log on `d` with the replay asset's router
-    and the trace's tokens per prefix hash (trace_files.prefix_block_tokens)."""
+    """request_id, ttft, e2e, tpot (derived as the observed one is, LOGGED_METRICS' comment;
+    null for a one-token answer): the replay of the whole log on `d` with the replay asset's
+    router and the trace's tokens per prefix hash (trace_files.prefix_block_tokens)."""
     stages = replay_fleet(requests, d, router=router, hash_tokens=hash_tokens).stages
-    return stages.select("request_id", ttft="ttft_s", e2e="e2e_s")
+    return stages.select("request_id", ttft="ttft_s", e2e="e2e_s", tpot=pl.when(
+        pl.col("output_tokens") >= 2).then(
+        (pl.col("e2e_s") - pl.col("ttft_s")) / (pl.col("output_tokens") - 1)))
 
 
 def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
@@ -250,15 +263,15 @@ def _check_buckets(buckets) -> None:
 # ---- observations in long form ------------------------------------------------------------------
 
 def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
-    """request_id, shape, metric, observed, split (alternating over each metric's observations
-    in arrival order)."""
+    """request_id, shape, metric, observed, split (alternating over each logged metric's
+    observations in arrival order; a TPOT in its e2e's half)."""
     _check_frame("requests", requests)
     _check_buckets(buckets)
     missing = {"request_id", "arrival_s", "prompt_tokens", "output_tokens",
-               *REQUEST_METRICS.values()} - set(requests.columns)
+               *LOGGED_METRICS.values()} - set(requests.columns)
     if missing:
         raise CalibrationError(f"requests lack column(s) {sorted(missing)}")
-    for column in ("arrival_s", "prompt_tokens", "output_tokens", *REQUEST_METRICS.values()):
+    for column in ("arrival_s", "prompt_tokens", "output_tokens", *LOGGED_METRICS.values()):
         if not (requests.schema[column].is_numeric() or requests.schema[column] == pl.Null):
             raise CalibrationError(f"requests column {column} holds {requests.schema[column]}:"
                                    f" expected numbers")
@@ -279,7 +292,7 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
     long = pl.concat([
         ordered.select("request_id", "prompt_tokens", "output_tokens", "order",
                        metric=pl.lit(metric), observed=pl.col(column).cast(pl.Float64))
-        for metric, column in REQUEST_METRICS.items()
+        for metric, column in LOGGED_METRICS.items()
     ]).filter(pl.col("observed").is_not_null())
     # a latency cannot be negative, NaN or infinite (the fit's residuals would be too); 0 s is a
     # log's mark for "not measured" and is left out, saying so when nothing else is left
@@ -300,9 +313,29 @@ def _request_observations(requests: pl.DataFrame, buckets: pl.DataFrame) -> pl.D
     # requests, or over those observed on any metric, put all of one metric in one half. Where
     # every observed request carries both metrics, a request falls in the same half of both.
     observed_order = pl.col("order").rank("dense").over("metric") - 1
-    return _with_shape(long, buckets).with_columns(
+    logged = _with_shape(long, buckets).with_columns(
         split=pl.when(observed_order % 2 == 0).then(pl.lit(FIT)).otherwise(pl.lit(HELD_OUT))
     ).drop("order")
+    return pl.concat([logged, _tpot_observations(logged)])
+
+
+def _tpot_observations(logged: pl.DataFrame) -> pl.DataFrame:
+    """The time per output token of every request observed on both TTFT and e2e with two output
+    tokens or more (LOGGED_METRICS' comment), in `logged`'s columns. Each takes the half of its
+    request's e2e observation, from which it is derived: a TPOT in the held-out half whose e2e
+    the fit saw would not be held out. A request whose TTFT is not before its e2e has none (the
+    ingest rejects a first token after the end of the answer, formats/rows.py; in a frame built
+    by hand its TTFT and e2e are still judged, and counted as outliers where absurd)."""
+    wide = logged.filter(pl.col("output_tokens") >= 2).pivot(
+        "metric", index=["request_id", "prompt_tokens", "output_tokens", "shape"],
+        values=["observed", "split"])
+    if not {"observed_ttft", "observed_e2e"} <= set(wide.columns):
+        return logged.clear()
+    return wide.filter(pl.col("observed_ttft").is_not_null() & pl.col("observed_e2e").is_not_null()).select(
+        "request_id", "prompt_tokens", "output_tokens", metric=pl.lit("tpot"),
+        observed=(pl.col("observed_e2e") - pl.col("observed_ttft")) / (pl.col("output_tokens") - 1),
+        shape="shape", split="split_e2e",
+    ).filter(pl.col("observed") > 0).select(logged.columns)
 
 
 def _step_observations(steps: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
@@ -422,13 +455,13 @@ def _with_shape(frame: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
 
 
 def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFrame,
-                       fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
+                       fit_metrics: tuple[str, ...] = DEFAULT_FIT_METRICS, *,
                        router: str = "least_outstanding",
                        hash_tokens: int | None = None) -> Calibration:
     """Fit `d` to a request log's observed latencies (module docstring). `requests` is the whole
-    log, observed or not: every request queues and batches in the replay. `fit_metrics` (ttft,
-    e2e) are the ones the fit uses; leave e2e out when the log's output token counts are
-    estimates (every observed metric is still reported). `router` and `hash_tokens` are the
+    log, observed or not: every request queues and batches in the replay. `fit_metrics` (some of
+    ttft, e2e, tpot; by default ttft and e2e) are the ones the fit uses; leave e2e and tpot out
+    when the log's output token counts are estimates (every observed metric is still reported). `router` and `hash_tokens` are the
     replay's (pipelines.replay.replay_fleet)."""
     _check_deployment("d", d)
     if isinstance(fit_metrics, str):   # fit_metrics="ttft": one metric, not its letters
@@ -439,7 +472,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     if unknown or not fit_metrics:
         raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
     obs = _request_observations(requests, buckets)
-    order = {"ttft": 0, "e2e": 1}
+    order = {metric: number for number, metric in enumerate(REQUEST_METRICS)}
     ids = obs["request_id"]
     metric_index = obs["metric"].replace_strict(order, return_dtype=pl.Int64).to_numpy()
 
@@ -447,8 +480,8 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
         table = predict_requests(candidate, requests, router=router, hash_tokens=hash_tokens)
         joined = pl.DataFrame({"request_id": ids}).join(table, on="request_id", how="left",
                                                          maintain_order="left")
-        both = np.column_stack([joined["ttft"].to_numpy(), joined["e2e"].to_numpy()])
-        return both[np.arange(len(metric_index)), metric_index]
+        every = np.column_stack([joined[m].to_numpy() for m in REQUEST_METRICS])
+        return every[np.arange(len(metric_index)), metric_index]
 
     return _calibrate(d, obs, predict, fit_metrics, client_path=True)
 
@@ -624,7 +657,7 @@ class Choice:
 
 
 def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, buckets: pl.DataFrame,
-                         fit_metrics: tuple[str, ...] = tuple(REQUEST_METRICS), *,
+                         fit_metrics: tuple[str, ...] = DEFAULT_FIT_METRICS, *,
                          router: str = "least_outstanding",
                          hash_tokens: int | None = None,
                          catalog_models: Iterable[str] = ()) -> Choice:

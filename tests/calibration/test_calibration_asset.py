@@ -66,6 +66,9 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
                          & (pl.col("metric") == "ttft"))
     assert held.height == 2
     assert (held["shape_error_after"] < held["shape_error_before"]).all()
+    # every observed metric is reported, fitted or not: TPOT from each request's two latencies
+    reported = errors.filter((pl.col("shape") == "all") & (pl.col("split") == "held_out"))
+    assert set(reported["metric"]) == {"ttft", "e2e", "tpot"}
     metadata = result.asset_materializations_for_node("calibrated")
     by_key = {m.asset_key.to_user_string(): m.metadata for m in metadata}
     assert by_key["calibration"]["calibrated_traces"].value == 2
@@ -75,6 +78,7 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     assert by_key["calibration"]["implausible_fits"].value == "none"
     assert not params["at_bound"].any()
     assert held["error_baseline"].is_not_null().all()
+    assert "burstgpt-scale100 held-out tpot error after" in by_key["calibration_errors"]
     shown = by_key["calibration_errors"]["burstgpt-scale100 held-out ttft shape_error after"].value
     stored = held.filter(pl.col("trace") == "burstgpt-scale100")["shape_error_after"][0]
     assert shown == float(f"{stored:.4g}") != stored  # the UI shows it as is: 4 digits, not 17

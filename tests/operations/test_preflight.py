@@ -313,13 +313,13 @@ def test_a_null_deployment_names_none(tmp_path, monkeypatch, capsys, op):
      "run config ops.calibrated.config.candidates['t']: 'seed-example', expected a list of deployment names"),
     ("ops:\n  calibrated:\n    config:\n      deployments: {t: seed-example}\n      candidates: {t: [seed-example]}\n",
      "run config ops.calibrated.config: trace 't' has both a deployment and candidates"),
-    ("ops:\n  calibrated:\n    config:\n      fit_metrics: [ttft, tpot]\n",
-     "run config ops.calibrated.config.fit_metrics: ['ttft', 'tpot'], expected a list of some of"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metrics: [ttft, itl]\n",
+     "run config ops.calibrated.config.fit_metrics: ['ttft', 'itl'], expected a list of some of"),
     ("ops:\n  calibrated:\n    config:\n      fit_metrics: ttft\n",
      "run config ops.calibrated.config.fit_metrics: 'ttft', expected a list"),
-    ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: {burstgpt: [ttft, tpot]}\n",
-     "run config ops.calibrated.config.fit_metrics_by_trace['burstgpt']: ['ttft', 'tpot'],"
-     " expected a list of some of ['ttft', 'e2e']"),
+    ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: {burstgpt: [ttft, itl]}\n",
+     "run config ops.calibrated.config.fit_metrics_by_trace['burstgpt']: ['ttft', 'itl'],"
+     " expected a list of some of ['ttft', 'e2e', 'tpot']"),
     ("ops:\n  calibrated:\n    config:\n      fit_metrics_by_trace: {burstgpt: []}\n",
      "run config ops.calibrated.config.fit_metrics_by_trace['burstgpt']: [], expected a list"),
     ("ops:\n  calibrated:\n    config:\n      traces: burstgpt\n",

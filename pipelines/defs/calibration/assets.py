@@ -14,6 +14,7 @@ from pipelines.replay.api import set_aside_unservable
 from pipelines.replay.engine import ROUTERS
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline.calibration import (
+    DEFAULT_FIT_METRICS,
     REQUEST_METRICS,
     CalibrationError,
     calibrate_candidates,
@@ -50,12 +51,13 @@ class CalibrationConfig(dg.Config):
         "Trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's):"
         " each is calibrated, and of the plausible ones the one whose catalog factors explain"
         " the fit half best (only the client latency fitted) is kept"))
-    fit_metrics: list[str] = Field(default=list(REQUEST_METRICS), description=(
-        f"The observed metrics the fit uses, some of {', '.join(REQUEST_METRICS)}; every"
-        " observed one is reported"))
+    fit_metrics: list[str] = Field(default=list(DEFAULT_FIT_METRICS), description=(
+        f"The observed metrics the fit uses, some of {', '.join(REQUEST_METRICS)} (tpot:"
+        " (e2e - ttft) / (output tokens - 1), the decode alone); every observed one is reported"))
     fit_metrics_by_trace: dict[str, list[str]] = Field(default={}, description=(
-        "Trace -> its own fit metrics, for a log whose other metric is not usable (BurstGPT-"
-        "vLLM's end-to-end times rest on estimated output tokens); others use fit_metrics"))
+        "Trace -> its own fit metrics, for a log whose other metrics are not usable (BurstGPT-"
+        "vLLM's end-to-end times, and so its tpot, rest on estimated output tokens); others use"
+        " fit_metrics"))
     # set on its own (calibration runs on demand, apart from the replay)
     router: str = Field(default="least_outstanding", description=(
         f"The router of the fit's replays, one of {', '.join(ROUTERS)} as the replay's: a run"
