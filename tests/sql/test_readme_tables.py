@@ -17,7 +17,7 @@ SECTION = README.split("\n## The tables\n", 1)[1].split("\n## ", 1)[0]
 CATALOG = ROOT / "data" / "reference"
 
 # Backticked words in the table rows that are values or settings, not columns of the row's table.
-NOT_COLUMNS = {"baseline", "all", "fit", "held_out", "ttft", "e2e",   # values of a column
+NOT_COLUMNS = {"baseline", "all", "fit", "held_out", "ttft", "e2e", "tpot",   # values of a column
                "model", "tenant",                                    # chargeback's `dimension` values
                "timeline_bin_s"}                                     # a replay setting
 
