@@ -461,8 +461,9 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     """Fit `d` to a request log's observed latencies (module docstring). `requests` is the whole
     log, observed or not: every request queues and batches in the replay. `fit_metrics` (some of
     ttft, e2e, tpot; by default ttft and e2e) are the ones the fit uses; leave e2e and tpot out
-    when the log's output token counts are estimates (every observed metric is still reported). `router` and `hash_tokens` are the
-    replay's (pipelines.replay.replay_fleet)."""
+    when the log's output token counts are estimates (every observed metric is still reported;
+    one the fit half lacks beside the others is refused, not dropped). `router` and `hash_tokens`
+    are the replay's (pipelines.replay.replay_fleet)."""
     _check_deployment("d", d)
     if isinstance(fit_metrics, str):   # fit_metrics="ttft": one metric, not its letters
         fit_metrics = (fit_metrics,)
@@ -472,6 +473,16 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     if unknown or not fit_metrics:
         raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
     obs = _request_observations(requests, buckets)
+    # a named metric the fit half lacks beside others it holds (the TPOT of a log without e2e,
+    # of one-token answers or of unstreamed requests whose TTFT is their e2e) was dropped
+    # without a word: the fit ran on the others while its fit_metrics, and the asset's
+    # fit_metrics metadata, named it. (With none of them, _calibrate says the fit half is empty.)
+    fitted = set(obs.filter(pl.col("split") == FIT)["metric"])
+    absent = [m for m in dict.fromkeys(fit_metrics) if m not in fitted]
+    if absent and fitted & set(fit_metrics):
+        raise CalibrationError(
+            f"fit_metrics names {' / '.join(absent)}, of which the fit half holds no observation"
+            f" ({_observed_metrics(obs)}): leave it out of fit_metrics")
     order = {metric: number for number, metric in enumerate(REQUEST_METRICS)}
     ids = obs["request_id"]
     metric_index = obs["metric"].replace_strict(order, return_dtype=pl.Int64).to_numpy()
@@ -541,10 +552,9 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
     if fit_mask.sum() < len(PARAMETERS):
         # what the log does observe: fitting a metric it lacks (fit_metrics_by_trace) read as a
         # log too short to calibrate
-        seen = ", ".join(f"{m} {n}" for m, n in obs.group_by("metric", maintain_order=True).len().iter_rows())
         raise CalibrationError(
             f"{int(fit_mask.sum())} observations of {' / '.join(fit_metrics)} in the fit half: need"
-            f" at least {len(PARAMETERS)} (observations in the log, both halves: {seen})")
+            f" at least {len(PARAMETERS)} ({_observed_metrics(obs)})")
     before = predict(d)
     fits = [_fit(d, predict, observed, fit_mask)]
     client_only = before
@@ -568,6 +578,12 @@ def _calibrate(d: Deployment, obs: pl.DataFrame, predict, fit_metrics: tuple[str
         fit_error=_mean_median_error(after[fit_mask], observed[fit_mask], metrics),
         catalog_error=_mean_median_error(client_only[fit_mask], observed[fit_mask], metrics),
     )
+
+
+def _observed_metrics(obs: pl.DataFrame) -> str:
+    """What the log observes, for a refusal to fit what it does not."""
+    counts = obs.group_by("metric", maintain_order=True).len().iter_rows()
+    return "observations in the log, both halves: " + ", ".join(f"{m} {n}" for m, n in counts)
 
 
 def _outliers(obs: pl.DataFrame, predicted: np.ndarray, fit_metrics: tuple[str, ...]) -> tuple[str, ...]:

@@ -249,6 +249,23 @@ def test_each_metrics_observations_alternate_between_the_halves(catalog):
         ("tpot", "held_out"): 10}
 
 
+@pytest.mark.parametrize("change", [
+    {"observed_e2e_s": pl.lit(None, pl.Float64)},                # TTFT logged alone
+    {"output_tokens": pl.lit(1)},                                # one-token answers
+    {"observed_ttft_s": pl.col("observed_e2e_s")},               # unstreamed: TTFT is the e2e
+    {"observed_ttft_s": pl.when(pl.int_range(pl.len()) % 2 == 1).then(pl.col("observed_ttft_s"))},
+], ids=["no-e2e", "one-token", "ttft-is-e2e", "every-tpot-held-out"])
+def test_a_fit_metric_the_fit_half_lacks_is_refused_not_dropped(catalog, change):
+    """Fitted on TTFT and TPOT, a log that gives no TPOT in the fit half was fitted on TTFT
+    alone without a word, its fit_metrics (and the asset's metadata) naming tpot. The last
+    log times TTFT on every other request: its TPOTs, in their e2e's half, are all held out."""
+    log = burstgpt(100).head(20).sort("arrival_s").with_columns(**change)
+    with pytest.raises(CalibrationError, match=r"^fit_metrics names tpot, of which the fit half"
+                                               r" holds no observation \(observations in the log"):
+        calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), log, BUCKETS,
+                           fit_metrics=("ttft", "tpot"))
+
+
 def _halves(log: pl.DataFrame, column: str) -> dict[str, str]:
     """request_id -> the half its `column` observation falls in: the observed ones alternate
     in arrival order, the first in the fit half (the module docstring's split)."""
