@@ -329,13 +329,15 @@ def test_the_aibrix_clients_own_tpot_is_the_derived_one_over_every_output_token(
 def test_a_fit_on_ttft_and_tpot_gives_each_stage_one_residual(catalog):
     """The AIBrix log fitted on TTFT and TPOT instead of e2e: every metric is still reported,
     the fit stays plausible, and the decode stage the fit now sees directly is within 5% per
-    held-out request."""
-    result = calibrate_requests(catalog.deployment("aibrix-deepseek-coder-a10"), aibrix(), BUCKETS,
-                                fit_metrics=("ttft", "tpot"))
+    held-out request, closer than the default fit (TTFT and e2e) brings it: 5% alone held
+    whether TPOT entered the fit or not (4.7% fitted on TTFT alone, 4.6% on the default)."""
+    d, log = catalog.deployment("aibrix-deepseek-coder-a10"), aibrix()
+    result = calibrate_requests(d, log, BUCKETS, fit_metrics=("ttft", "tpot"))
     assert result.fit_metrics == ("ttft", "tpot") and result.warnings == ()
     assert set(result.errors["metric"]) == set(REQUEST_METRICS)
     before, after = result.held_out_error("tpot")
-    assert after < 0.05 and after < before, (before, after)
+    _, default = calibrate_requests(d, log, BUCKETS).held_out_error("tpot")
+    assert after < 0.05 and after < before and after < default, (before, after, default)
 
 
 def test_two_traces_in_one_frame_are_refused(catalog):
