@@ -95,7 +95,7 @@ READS = _union(
     {"calibration": ("trace", "deployment", "implausible", "outliers", "parameter", "before",
                      "after"),
      "calibration_errors": ("trace", "shape", "split", "metric", "observations", "error_before",
-                            "error_after", "error_baseline")},  # sql/summary_calibration.sql
+                            "error_after", "error_baseline", "fitted")},  # sql/summary_calibration.sql
 )
 
 
@@ -223,11 +223,15 @@ def _pct(x: float | None) -> str:
 
 def _held_out_line(e: dict) -> str:
     """A held-out error of sql/summary_calibration.sql, and whether it beats its baseline: the
-    README prices with fitted factors only where it does."""
+    README prices with fitted factors only where it does on the metrics the fit used. A metric
+    reported but not fitted (the time per output token, by default) is named so, not judged: a
+    TPOT of hardly any spread of its own, not fitted, was called a fit that explains nothing."""
     beaten = e["after"] is None or e["baseline"] is None or e["after"] < e["baseline"]
+    verdict = (" (reported, not fitted)" if not e["fitted"] else "" if beaten
+               else " (not below it: the model explains nothing of the per-request spread)")
     return (f"  held-out {e['metric']} ({e['observations']:,} observed): median error"
             f" {_pct(e['before'])} → {_pct(e['after'])}, shape-median baseline {_pct(e['baseline'])}"
-            + ("" if beaten else " (not below it: the model explains nothing of the per-request spread)"))
+            + verdict)
 
 
 def _calibration_lines(calibrated: list[tuple]) -> list[str]:

@@ -13,5 +13,6 @@ CREATE TABLE IF NOT EXISTS calibration_errors (
     error_after        DOUBLE,
     shape_error_before DOUBLE,
     shape_error_after  DOUBLE,
-    error_baseline     DOUBLE
+    error_baseline     DOUBLE,
+    fitted             BOOLEAN    -- the metric is one the trace was fitted on (fit_metrics)
 );

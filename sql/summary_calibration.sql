@@ -2,7 +2,8 @@
 -- that deployment cannot have served the log (null for a plausible fit), the observations far
 -- off the fitted prediction (null for none), each factor before ->
 -- after, and per observed metric the held-out half's median per-request error before -> after
--- beside the shape-median baseline (what a lookup table of the log itself achieves). No rows
+-- beside the shape-median baseline (what a lookup table of the log itself achieves), and whether
+-- the fit used that metric. No rows
 -- before calibration first runs: the summary then says nothing of it.
 WITH fits AS (
     SELECT trace, deployment, any_value(implausible) AS implausible, any_value(outliers) AS outliers,
@@ -13,7 +14,8 @@ WITH fits AS (
 ), held_out AS (
     SELECT trace,
            list({'metric': metric, 'observations': observations, 'before': error_before,
-                 'after': error_after, 'baseline': error_baseline} ORDER BY metric DESC) AS errors
+                 'after': error_after, 'baseline': error_baseline, 'fitted': fitted}
+                ORDER BY metric DESC) AS errors
     FROM calibration_errors
     WHERE shape = 'all' AND split = 'held_out'
     GROUP BY trace

@@ -69,6 +69,9 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
     # every observed metric is reported, fitted or not: TPOT from each request's two latencies
     reported = errors.filter((pl.col("shape") == "all") & (pl.col("split") == "held_out"))
     assert set(reported["metric"]) == {"ttft", "e2e", "tpot"}
+    # and which of them the fit used: the summary judges the fit on those only
+    assert dict(reported.filter(pl.col("trace") == "burstgpt-scale100")
+                .select("metric", "fitted").iter_rows()) == {"ttft": True, "e2e": False, "tpot": False}
     metadata = result.asset_materializations_for_node("calibrated")
     by_key = {m.asset_key.to_user_string(): m.metadata for m in metadata}
     assert by_key["calibration"]["calibrated_traces"].value == 2

@@ -404,7 +404,8 @@ def test_summary_says_what_the_calibration_found(demo_run, tmp_path, monkeypatch
     said nothing of it. Per calibrated trace it now names the deployment, why that deployment
     cannot have served the log, each factor before -> after and the held-out errors beside the
     shape-median baseline, after the problems and before any dollar figure; and the outlying
-    observations, which were in the asset's metadata only."""
+    observations, which were in the asset's metadata only. A metric the fit did not use (the
+    time per output token, by default) is named so, not called a fit that explains nothing."""
     reason = "step_overhead_s was fitted to 0.9999, at its bound: d cannot explain the log without it"
     outliers = "1 of 52 observed ttft are more than 10× off the fitted prediction"
 
@@ -415,16 +416,19 @@ def test_summary_says_what_the_calibration_found(demo_run, tmp_path, monkeypatch
                      " ('t', 'd', 'compute_efficiency', 0.65, 0.5, false, ?, ?),"
                      " ('t', 'd', 'step_overhead_s', 0.0012, 0.9999, true, ?, ?)", [why, far, why, far])
         conn.execute("INSERT INTO calibration_errors VALUES"
-                     " ('t', 'd', 'all', 'held_out', 'ttft', 26, 0.13, 0.42, 0.078, 0.43, 0.05, 0.147),"
-                     " ('t', 'd', 'all', 'held_out', 'e2e', 26, 13.4, 0.065, 0.30, 0.06, 0.02, 0.248),"
-                     " ('t', 'd', 'all', 'fit', 'ttft', 26, 0.13, 0.9, 0.9, 0.9, 0.9, 0.9),"
-                     " ('t', 'd', 'long', 'held_out', 'ttft', 3, 0.13, 0.9, 0.9, 0.9, 0.9, 0.9)")
+                     " ('t', 'd', 'all', 'held_out', 'ttft', 26, 0.13, 0.42, 0.078, 0.43, 0.05, 0.147, true),"
+                     " ('t', 'd', 'all', 'held_out', 'e2e', 26, 13.4, 0.065, 0.30, 0.06, 0.02, 0.248, true),"
+                     " ('t', 'd', 'all', 'held_out', 'tpot', 26, 0.043, 0.058, 0.046, 0.08, 0.07, 0.037, false),"
+                     " ('t', 'd', 'all', 'fit', 'ttft', 26, 0.13, 0.9, 0.9, 0.9, 0.9, 0.9, true),"
+                     " ('t', 'd', 'long', 'held_out', 'ttft', 3, 0.13, 0.9, 0.9, 0.9, 0.9, 0.9, true)")
     out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, calibrate)
     assert ("\n== Calibration on observed latencies: 1 trace(s) ==\n- t, fitted on d:\n"
             f"  IMPLAUSIBLE: {reason}\n  IMPLAUSIBLE: the second reason\n"
             f"  outliers: {outliers}\n  outliers: and e2e\n"
             "  compute_efficiency 0.65 → 0.5, step_overhead_s 0.0012 → 0.9999\n"
             "  held-out ttft (26 observed): median error 42.0% → 7.8%, shape-median baseline 14.7%\n"
+            "  held-out tpot (26 observed): median error 5.8% → 4.6%, shape-median baseline 3.7%"
+            " (reported, not fitted)\n"
             "  held-out e2e (26 observed): median error 6.5% → 30.0%, shape-median baseline 24.8%"
             " (not below it: the model explains nothing of the per-request spread)\n") in out
     assert out.index("Physics caveats") < out.index("Calibration on") < out.index("$")

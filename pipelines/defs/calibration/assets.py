@@ -32,7 +32,8 @@ ERROR_SCHEMA = {"trace": pl.String, "deployment": pl.String, "shape": pl.String,
                 "split": pl.String, "metric": pl.String, "observations": pl.Int64,
                 "median_observed_s": pl.Float64, "error_before": pl.Float64,
                 "error_after": pl.Float64, "shape_error_before": pl.Float64,
-                "shape_error_after": pl.Float64, "error_baseline": pl.Float64}
+                "shape_error_after": pl.Float64, "error_baseline": pl.Float64,
+                "fitted": pl.Boolean}
 
 
 class CalibrationConfig(dg.Config):
@@ -166,7 +167,9 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
             [(trace, name, p, float(b), float(a), p in bounded, implausible, outliers)
              for p, (b, a) in result.parameters().items()],
             schema=PARAMETER_SCHEMA, orient="row"))
-        errors.append(result.errors.select(**labels, **{c: c for c in result.errors.columns}))
+        # which metrics the fit saw: the summary judges a fit against the baseline on those only
+        errors.append(result.errors.select(**labels, **{c: c for c in result.errors.columns},
+                                           fitted=pl.col("metric").is_in(list(result.fit_metrics))))
         summary[trace] = result
         context.log.info(f"{trace}: calibrated {name} on {frame.height} requests, fitted on"
                          f" {', '.join(metrics)}")
