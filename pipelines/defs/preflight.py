@@ -69,7 +69,7 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
     if traces is not None and (not isinstance(traces, list)
                                or not all(isinstance(t, str) for t in traces)):
         problems.append(f"run config {where}.traces: {traces!r}, expected a list of trace names")
-    if "fit_metrics" in cfg:
+    if cfg.get("fit_metrics") is not None:   # none: the default metrics each log observes
         _check_fit_metrics(cfg["fit_metrics"], f"{where}.fit_metrics", problems)
     by_trace = _mapping(cfg.get("fit_metrics_by_trace"), f"{where}.fit_metrics_by_trace", problems)
     for trace, metrics in by_trace.items():

@@ -455,16 +455,23 @@ def _with_shape(frame: pl.DataFrame, buckets: pl.DataFrame) -> pl.DataFrame:
 
 
 def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFrame,
-                       fit_metrics: tuple[str, ...] = DEFAULT_FIT_METRICS, *,
+                       fit_metrics: tuple[str, ...] | None = None, *,
                        router: str = "least_outstanding",
                        hash_tokens: int | None = None) -> Calibration:
     """Fit `d` to a request log's observed latencies (module docstring). `requests` is the whole
     log, observed or not: every request queues and batches in the replay. `fit_metrics` (some of
-    ttft, e2e, tpot; by default ttft and e2e) are the ones the fit uses; leave e2e and tpot out
-    when the log's output token counts are estimates (every observed metric is still reported;
-    one the fit half lacks beside the others is refused, not dropped). `router` and `hash_tokens`
-    are the replay's (pipelines.replay.replay_fleet)."""
+    ttft, e2e, tpot) are the ones the fit uses; none: those of DEFAULT_FIT_METRICS the log
+    observes (a log of end-to-end times alone is fitted on them). Leave e2e and tpot out when
+    the log's output token counts are estimates (every observed metric is still reported). A
+    metric named but absent from the fit half beside others it holds is refused, not dropped.
+    `router` and `hash_tokens` are the replay's (pipelines.replay.replay_fleet)."""
     _check_deployment("d", d)
+    obs = None
+    if fit_metrics is None:
+        obs = _request_observations(requests, buckets)
+        observed = set(obs.filter(pl.col("split") == FIT)["metric"])
+        # none of them observed: _calibrate says what the log holds instead
+        fit_metrics = tuple(m for m in DEFAULT_FIT_METRICS if m in observed) or DEFAULT_FIT_METRICS
     if isinstance(fit_metrics, str):   # fit_metrics="ttft": one metric, not its letters
         fit_metrics = (fit_metrics,)
     if not isinstance(fit_metrics, (list, tuple, set, frozenset)):
@@ -472,7 +479,7 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     unknown = set(fit_metrics) - set(REQUEST_METRICS)
     if unknown or not fit_metrics:
         raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
-    obs = _request_observations(requests, buckets)
+    obs = _request_observations(requests, buckets) if obs is None else obs
     # a named metric the fit half lacks beside others it holds (the TPOT of a log without e2e,
     # of one-token answers or of unstreamed requests whose TTFT is their e2e) was dropped
     # without a word: the fit ran on the others while its fit_metrics, and the asset's
@@ -673,7 +680,7 @@ class Choice:
 
 
 def calibrate_candidates(candidates: list[Deployment], requests: pl.DataFrame, buckets: pl.DataFrame,
-                         fit_metrics: tuple[str, ...] = DEFAULT_FIT_METRICS, *,
+                         fit_metrics: tuple[str, ...] | None = None, *,
                          router: str = "least_outstanding",
                          hash_tokens: int | None = None,
                          catalog_models: Iterable[str] = ()) -> Choice:

@@ -266,6 +266,16 @@ def test_a_fit_metric_the_fit_half_lacks_is_refused_not_dropped(catalog, change)
                            fit_metrics=("ttft", "tpot"))
 
 
+def test_by_default_a_log_is_fitted_on_the_default_metrics_it_observes(catalog):
+    """A log of end-to-end times alone (an unstreamed API's) is fitted on e2e, and says so in
+    its fit_metrics, where naming TTFT for it is refused (the test above); with both, both."""
+    d, log = catalog.deployment("burstgpt-vllm-1b-4090"), burstgpt(100).head(30)
+    unstreamed = calibrate_requests(d, log.with_columns(observed_ttft_s=None), BUCKETS)
+    assert unstreamed.fit_metrics == ("e2e",)
+    assert set(unstreamed.errors["metric"]) == {"e2e"}
+    assert calibrate_requests(d, log, BUCKETS).fit_metrics == ("ttft", "e2e")
+
+
 def _halves(log: pl.DataFrame, column: str) -> dict[str, str]:
     """request_id -> the half its `column` observation falls in: the observed ones alternate
     in arrival order, the first in the fit half (the module docstring's split)."""
@@ -365,7 +375,7 @@ def test_a_log_of_zero_latencies_says_so(catalog):
     (lambda d, log: calibrate_requests(d, log, None), "buckets: expected a polars DataFrame"),
     (lambda d, log: calibrate_requests(d, log, BUCKETS.clear()), "buckets have no 'prompt' rows"),
     (lambda d, log: calibrate_requests(d, log, BUCKETS.drop("label")), r"buckets lack column\(s\) \['label'\]"),
-    (lambda d, log: calibrate_requests(d, log, BUCKETS, fit_metrics=None), "fit_metrics=None"),
+    (lambda d, log: calibrate_requests(d, log, BUCKETS, fit_metrics=5), "fit_metrics=5: expected some of"),
     (lambda d, log: calibrate_requests(d.name, log, BUCKETS), "d='burstgpt-vllm-1b-4090': expected a Deployment"),
     (lambda d, log: calibrate_requests(d, log.with_columns(pl.col("prompt_tokens").cast(pl.String)),
                                        BUCKETS), "column prompt_tokens holds String"),
@@ -374,7 +384,7 @@ def test_a_log_of_zero_latencies_says_so(catalog):
      r"candidates\[1\]='burstgpt-vllm-1b-4090': expected a Deployment"),
     (lambda d, log: calibrate_candidates([d], None, BUCKETS), "requests: expected a polars DataFrame"),
     (lambda d, log: calibrate_steps(d, [], BUCKETS), "steps: expected a polars DataFrame, got list"),
-], ids=["none", "dict", "lazy", "no-buckets", "empty-buckets", "bucket-column", "metrics-none",
+], ids=["none", "dict", "lazy", "no-buckets", "empty-buckets", "bucket-column", "metrics-number",
         "name", "text-tokens", "one-candidate", "candidate-name", "candidates-none", "steps-list"])
 def test_wrong_arguments_are_named(catalog, call, named):
     """Wrong argument types are a CalibrationError naming the argument; they were

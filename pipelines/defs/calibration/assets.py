@@ -52,9 +52,10 @@ class CalibrationConfig(dg.Config):
         "Trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's):"
         " each is calibrated, and of the plausible ones the one whose catalog factors explain"
         " the fit half best (only the client latency fitted) is kept"))
-    fit_metrics: list[str] = Field(default=list(DEFAULT_FIT_METRICS), description=(
+    fit_metrics: list[str] | None = Field(default=None, description=(
         f"The observed metrics the fit uses, some of {', '.join(REQUEST_METRICS)} (tpot:"
-        " (e2e - ttft) / (output tokens - 1), the decode alone); every observed one is reported"))
+        " (e2e - ttft) / (output tokens - 1), the decode alone); none: those of"
+        f" {' and '.join(DEFAULT_FIT_METRICS)} each log observes. Every observed one is reported"))
     fit_metrics_by_trace: dict[str, list[str]] = Field(default={}, description=(
         "Trace -> its own fit metrics, for a log whose other metrics are not usable (BurstGPT-"
         "vLLM's end-to-end times, and so its tpot, rest on estimated output tokens); others use"
@@ -145,7 +146,8 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         metrics = config.fit_metrics_by_trace.get(trace, config.fit_metrics)
         try:
             choice = calibrate_candidates(offered, frame.drop("prefix_block_tokens"), buckets,
-                                          tuple(metrics), router=config.router,
+                                          None if metrics is None else tuple(metrics),
+                                          router=config.router,
                                           hash_tokens=hash_tokens,
                                           catalog_models=catalog.models["model"])
         except CalibrationError as exc:
@@ -172,7 +174,7 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
                                            fitted=pl.col("metric").is_in(list(result.fit_metrics))))
         summary[trace] = result
         context.log.info(f"{trace}: calibrated {name} on {frame.height} requests, fitted on"
-                         f" {', '.join(metrics)}")
+                         f" {', '.join(result.fit_metrics)}")
         for warning in (*result.warnings, *result.outliers):
             context.log.warning(f"{trace}: {warning}")
     with duckdb.get_connection() as conn:
