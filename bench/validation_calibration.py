@@ -10,7 +10,8 @@ Logs (copies in tests/fixtures/, provenance in tests/fixtures/README.md):
 - SplitwiseSim perf_model.csv, Llama-2-70B on 2 x A100 and 2 x H100 (deployments
   splitwise-70b-{a100,h100}-tp2; measured prefill and decode step times);
 - the AIBrix benchmark-client log (deepseek-coder-6.7b-instruct on one A10 under vLLM 0.6.2;
-  deployment aibrix-deepseek-coder-a10), fitted on TTFT and e2e; and the same log offered to
+  deployment aibrix-deepseek-coder-a10), fitted on TTFT and e2e, and again on TTFT and the time
+  per output token (each stage one residual); and the same log offered to
   calibrate_candidates on five GPUs (AIBRIX_CANDIDATES), to show which one it keeps;
 - the same runs' vLLM engine logs (the x100 one copied to tests/fixtures/observed/): the decode
   step time against the running sequences, the per-sequence cost measured directly, beside what
@@ -95,6 +96,8 @@ def main(argv: list[str]) -> None:
     aibrix = read_trace(FIXTURES / "public" / "aibrix_output.jsonl").requests
     runs.append(("aibrix (aibrix-deepseek-coder-a10)", lambda: calibrate_requests(
         catalog.deployment("aibrix-deepseek-coder-a10"), aibrix, buckets)))
+    runs.append(("aibrix fitted on TTFT and TPOT instead of e2e", lambda: calibrate_requests(
+        catalog.deployment("aibrix-deepseek-coder-a10"), aibrix, buckets, fit_metrics=("ttft", "tpot"))))
     perf_model = pl.read_csv(FIXTURES / "splitwise" / "perf_model_llama2_70b.csv")
     for hardware, name in (("a100-80gb", "splitwise-70b-a100-tp2"), ("h100-80gb", "splitwise-70b-h100-tp2")):
         steps = perf_model_steps(perf_model, "llama2-70b", hardware, 2)
