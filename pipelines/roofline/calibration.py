@@ -197,9 +197,14 @@ def predict_requests(d: Deployment, requests: pl.DataFrame, *, router: str = "le
     null for a one-token answer): the replay of the whole log on `d` with the replay asset's
     router and the trace's tokens per prefix hash (trace_files.prefix_block_tokens)."""
     stages = replay_fleet(requests, d, router=router, hash_tokens=hash_tokens).stages
-    return stages.select("request_id", ttft="ttft_s", e2e="e2e_s", tpot=pl.when(
-        pl.col("output_tokens") >= 2).then(
-        (pl.col("e2e_s") - pl.col("ttft_s")) / (pl.col("output_tokens") - 1)))
+    return stages.select("request_id", ttft="ttft_s", e2e="e2e_s", tpot=_tpot("ttft_s", "e2e_s"))
+
+
+def _tpot(ttft: str, e2e: str) -> pl.Expr:
+    """(e2e - ttft) / (output_tokens - 1), null for a one-token answer: the one definition of
+    the time per output token, for the observed latencies and the replayed ones alike."""
+    return pl.when(pl.col("output_tokens") >= 2).then(
+        (pl.col(e2e) - pl.col(ttft)) / (pl.col("output_tokens") - 1))
 
 
 def predict_steps(d: Deployment, steps: pl.DataFrame) -> np.ndarray:
@@ -333,8 +338,7 @@ def _tpot_observations(logged: pl.DataFrame) -> pl.DataFrame:
         return logged.clear()
     return wide.filter(pl.col("observed_ttft").is_not_null() & pl.col("observed_e2e").is_not_null()).select(
         "request_id", "prompt_tokens", "output_tokens", metric=pl.lit("tpot"),
-        observed=(pl.col("observed_e2e") - pl.col("observed_ttft")) / (pl.col("output_tokens") - 1),
-        shape="shape", split="split_e2e",
+        observed=_tpot("observed_ttft", "observed_e2e"), shape="shape", split="split_e2e",
     ).filter(pl.col("observed") > 0).select(logged.columns)
 
 
@@ -466,27 +470,24 @@ def calibrate_requests(d: Deployment, requests: pl.DataFrame, buckets: pl.DataFr
     metric named but absent from the fit half beside others it holds is refused, not dropped.
     `router` and `hash_tokens` are the replay's (pipelines.replay.replay_fleet)."""
     _check_deployment("d", d)
-    obs = None
-    if fit_metrics is None:
-        obs = _request_observations(requests, buckets)
-        observed = set(obs.filter(pl.col("split") == FIT)["metric"])
-        # none of them observed: _calibrate says what the log holds instead
-        fit_metrics = tuple(m for m in DEFAULT_FIT_METRICS if m in observed) or DEFAULT_FIT_METRICS
     if isinstance(fit_metrics, str):   # fit_metrics="ttft": one metric, not its letters
         fit_metrics = (fit_metrics,)
-    if not isinstance(fit_metrics, (list, tuple, set, frozenset)):
-        raise CalibrationError(f"fit_metrics={fit_metrics!r}: expected some of {list(REQUEST_METRICS)}")
-    unknown = set(fit_metrics) - set(REQUEST_METRICS)
-    if unknown or not fit_metrics:
-        raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
-    obs = _request_observations(requests, buckets) if obs is None else obs
+    if fit_metrics is not None:
+        if not isinstance(fit_metrics, (list, tuple, set, frozenset)):
+            raise CalibrationError(f"fit_metrics={fit_metrics!r}: expected some of {list(REQUEST_METRICS)}")
+        unknown = set(fit_metrics) - set(REQUEST_METRICS)
+        if unknown or not fit_metrics:
+            raise CalibrationError(f"fit_metrics {list(fit_metrics)}: expected some of {list(REQUEST_METRICS)}")
+    obs = _request_observations(requests, buckets)
+    in_fit_half = set(obs.filter(pl.col("split") == FIT)["metric"])
+    if fit_metrics is None:   # none of them observed: _calibrate says what the log holds instead
+        fit_metrics = tuple(m for m in DEFAULT_FIT_METRICS if m in in_fit_half) or DEFAULT_FIT_METRICS
     # a named metric the fit half lacks beside others it holds (the TPOT of a log without e2e,
     # of one-token answers or of unstreamed requests whose TTFT is their e2e) was dropped
     # without a word: the fit ran on the others while its fit_metrics, and the asset's
     # fit_metrics metadata, named it. (With none of them, _calibrate says the fit half is empty.)
-    fitted = set(obs.filter(pl.col("split") == FIT)["metric"])
-    absent = [m for m in dict.fromkeys(fit_metrics) if m not in fitted]
-    if absent and fitted & set(fit_metrics):
+    absent = [m for m in dict.fromkeys(fit_metrics) if m not in in_fit_half]
+    if absent and in_fit_half & set(fit_metrics):
         raise CalibrationError(
             f"fit_metrics names {' / '.join(absent)}, of which the fit half holds no observation"
             f" ({_observed_metrics(obs)}): leave it out of fit_metrics")
