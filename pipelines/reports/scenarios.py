@@ -324,7 +324,7 @@ def price_only(baseline: Deployment, s: Scenario, price: str) -> bool:
 def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deployment,
                       s: Scenario) -> str:
     """The price the scenario moves to: the plan it names ("price coreweave on-demand $6.155 →
-    lambda on-demand $2.99 per GPU-hour"), or on a GPU swap without one, the new GPU's price and
+    lambda on-demand $3.99 per GPU-hour"), or on a GPU swap without one, the new GPU's price and
     whose ("price $6.155 → $8.60 per GPU-hour (coreweave on-demand)"), with why where it is not
     the baseline's provider and plan; "" where the GPU and the plan stay (same price)."""
     before, after = catalog.usd_per_gpu_hour(baseline), catalog.usd_per_gpu_hour(deployment)

@@ -152,13 +152,13 @@ def test_what_if_levers_point_the_right_way(demo_conn):
 
 def test_the_demos_price_plan_scenario_is_the_baselines_gpu_time_at_lambdas_price(demo_conn):
     """The shipped lambda-on-demand replays every request with the baseline's GPU-seconds and
-    latency; its busy and fleet dollars are the baseline's at $2.99 instead of $6.155 per
+    latency; its busy and fleet dollars are the baseline's at $3.99 instead of $6.155 per
     GPU-hour, and `change` says so."""
     row = demo_conn.sql("FROM what_if WHERE scenario = 'lambda-on-demand' AND shape = 'all'").pl().row(0, named=True)
-    assert row["change"] == "price coreweave on-demand $6.155 → lambda on-demand $2.99 per GPU-hour"
+    assert row["change"] == "price coreweave on-demand $6.155 → lambda on-demand $3.99 per GPU-hour"
     assert row["price_only"] and row["skipped"] is None and row["requests"] == SAMPLE_ROWS
-    assert row["spend_usd"] == pytest.approx(row["baseline_usd"] * 2.99 / 6.155, rel=1e-9)
-    assert row["fleet_spend_usd"] == pytest.approx(row["baseline_fleet_usd"] * 2.99 / 6.155, rel=1e-9)
+    assert row["spend_usd"] == pytest.approx(row["baseline_usd"] * 3.99 / 6.155, rel=1e-9)
+    assert row["fleet_spend_usd"] == pytest.approx(row["baseline_fleet_usd"] * 3.99 / 6.155, rel=1e-9)
     assert row["delta_p95_ttft_s"] == row["delta_p95_tpot_s"] == 0
     assert row["delta_usd_per_day"] < 0 and row["delta_fleet_usd_per_day"] < row["delta_usd_per_day"]
     moved = scalar(demo_conn, "SELECT count(*) FROM scenario_stages AS s JOIN request_stages AS b"

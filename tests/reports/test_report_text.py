@@ -119,12 +119,12 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
 
 
 def test_a_scenario_that_changes_only_the_price_is_not_the_headlines_lever():
-    """A cheaper price plan (the demo's lambda-on-demand: -51% of busy dollars, same latency)
+    """A cheaper price plan (the demo's lambda-on-demand: -35% of busy dollars, same latency)
     frees no GPU time and is priced at another plan than the levers: the headline names the
     best lever among the others, and the note under the table says why the larger cut is not it;
     without another lever the headline names none."""
     price = _what_if(-50.0, -70.0, scenario="lambda-on-demand").with_columns(
-        change=pl.lit("price coreweave on-demand $6.155 → lambda on-demand $2.99 per GPU-hour"),
+        change=pl.lit("price coreweave on-demand $6.155 → lambda on-demand $3.99 per GPU-hour"),
         price_only=pl.lit(True), worst_trace_delta_p95_ttft_s=pl.lit(0.0))
     tables = _tables(pl.concat([price, _what_if(-8.0, 0.0, scenario="fp8")]))
     [*_, lever] = headline_facts(tables)

@@ -548,7 +548,7 @@ def test_a_format_change_at_the_same_size_is_lower_precision_and_a_wider_one_is_
 
 def test_a_scenario_on_another_plan_is_priced_at_it_on_the_baselines_gpu_time(catalog, baseline,
                                                                               conv_head):
-    """price_provider / price_plan price the scenario at that prices.csv row (Lambda's $2.99 H100,
+    """price_provider / price_plan price the scenario at that prices.csv row (Lambda's $3.99 H100,
     not the baseline's CoreWeave $6.155), and a scenario that changes only the plan replays
     exactly the baseline's GPU-seconds: its dollars differ by the price alone. On a GPU swap the
     plan is the new GPU's (RunPod spot B200, not the B200's CoreWeave default)."""
@@ -559,8 +559,8 @@ def test_a_scenario_on_another_plan_is_priced_at_it_on_the_baselines_gpu_time(ca
                                                [lam, spot, Scenario("same", "d")]))
     fleet = {row["scenario"]: row for row in fleets.iter_rows(named=True)}
     assert {name: row["usd_per_gpu_hour"] for name, row in fleet.items()} == {
-        "lam": 2.99, "spot": 5.98, "same": 6.155}
-    assert fleet["lam"]["change"] == "price coreweave on-demand $6.155 → lambda on-demand $2.99 per GPU-hour"
+        "lam": 3.99, "spot": 5.98, "same": 6.155}
+    assert fleet["lam"]["change"] == "price coreweave on-demand $6.155 → lambda on-demand $3.99 per GPU-hour"
     assert fleet["spot"]["change"] == ("GPU h100-sxm → b200; price coreweave on-demand $6.155 →"
                                        " runpod spot $5.98 per GPU-hour")
     assert {name: row["price_only"] for name, row in fleet.items()} == {
