@@ -265,7 +265,7 @@ def test_replay_on_another_deployment_skips_scenarios_that_cannot_apply(tmp_path
     assert "replayed_fleet.deployment" in notes[1]
     assert ("scenario 'lambda-on-demand' does not apply to deployment 'seed-example':"
             " price_provider='lambda', price_plan='on-demand'") in notes[0]
-    assert "its plans for a100-80gb-sxm: coreweave on-demand, runpod spot" in notes[0]
+    assert "its plans for a100-80gb-sxm: coreweave on-demand, runpod on-demand" in notes[0]
 
 
 def test_a_calibration_deployment_is_not_checked_against_the_scenarios(tmp_path, monkeypatch, capsys):

@@ -551,20 +551,20 @@ def test_a_scenario_on_another_plan_is_priced_at_it_on_the_baselines_gpu_time(ca
     """price_provider / price_plan price the scenario at that prices.csv row (Lambda's $3.99 H100,
     not the baseline's CoreWeave $6.155), and a scenario that changes only the plan replays
     exactly the baseline's GPU-seconds: its dollars differ by the price alone. On a GPU swap the
-    plan is the new GPU's (RunPod spot B200, not the B200's CoreWeave default)."""
+    plan is the new GPU's (RunPod's on-demand B200, not the B200's CoreWeave default)."""
     requests = conv_head.head(300).with_columns(trace=pl.lit("a"))
     lam = Scenario("lam", "d", price_provider="lambda", price_plan="on-demand")
-    spot = Scenario("spot", "d", gpu="b200", price_provider="runpod", price_plan="spot")
+    swap = Scenario("swap", "d", gpu="b200", price_provider="runpod", price_plan="on-demand")
     stages, fleets = _collect(replay_scenarios(requests, catalog, baseline,
-                                               [lam, spot, Scenario("same", "d")]))
+                                               [lam, swap, Scenario("same", "d")]))
     fleet = {row["scenario"]: row for row in fleets.iter_rows(named=True)}
     assert {name: row["usd_per_gpu_hour"] for name, row in fleet.items()} == {
-        "lam": 3.99, "spot": 5.98, "same": 6.155}
+        "lam": 3.99, "swap": 5.98, "same": 6.155}
     assert fleet["lam"]["change"] == "price coreweave on-demand $6.155 → lambda on-demand $3.99 per GPU-hour"
-    assert fleet["spot"]["change"] == ("GPU h100-sxm → b200; price coreweave on-demand $6.155 →"
-                                       " runpod spot $5.98 per GPU-hour")
+    assert fleet["swap"]["change"] == ("GPU h100-sxm → b200; price coreweave on-demand $6.155 →"
+                                       " runpod on-demand $5.98 per GPU-hour")
     assert {name: row["price_only"] for name, row in fleet.items()} == {
-        "lam": True, "spot": False, "same": False}
+        "lam": True, "swap": False, "same": False}
     base = replay_fleet(requests.drop("trace"), baseline).stages
     priced = stages.filter(pl.col("scenario") == "lam")
     assert priced["gpu_s"].to_list() == base["gpu_s"].to_list()
@@ -592,7 +592,7 @@ def test_a_plan_prices_csv_does_not_list_is_refused_naming_the_row_and_the_plans
                                             r" price_provider='aws', price_plan='reserved-1y':"
                                             rf" {prices} lists no price for b200 from aws"
                                             r" reserved-1y; its plans for b200: coreweave"
-                                            r" on-demand, aws on-demand, runpod spot, packet.ai"
+                                            r" on-demand, aws on-demand, runpod on-demand, packet.ai"
                                             r" on-demand$") as err:
         scenario_deployment(catalog, baseline, _priced(tmp_path, "b200", "aws", "reserved-1y"))
     assert not isinstance(err.value, ScenarioNotApplicable)
@@ -626,5 +626,5 @@ def test_a_plan_skipped_on_a_gpu_without_it_says_the_plan_it_asked_for(catalog, 
     [run] = replay_scenarios(conv_head.head(20).with_columns(trace=pl.lit("a")), catalog, seed, [lam])
     row = run.fleet
     assert row["change"] == "price coreweave on-demand → lambda on-demand"
-    assert "its plans for a100-80gb-sxm: coreweave on-demand, runpod spot" in row["skipped"]
+    assert "its plans for a100-80gb-sxm: coreweave on-demand, runpod on-demand" in row["skipped"]
     assert row["price_only"] and row["usd_per_gpu_hour"] is None
