@@ -218,8 +218,8 @@ def check_scenario_names(catalog: Catalog, s: Scenario) -> None:
         if dtype is not None and dtype not in DTYPE_BYTES:
             raise ScenarioError(f"{s.named}: {label}={dtype!r}: expected one of "
                                 f"{', '.join(DTYPE_BYTES)}")
-    if s.price_provider is None:
-        return
+    if s.price_provider is None or s.price_plan is None:
+        return   # no plan, or half of one: read_scenarios names the missing column
     if s.gpu is not None and not catalog.lists_price(s.gpu, s.price_provider, s.price_plan):
         raise ScenarioError(f"{s.named}: {unlisted_plan(catalog, s, s.gpu)}")
     if catalog.prices.filter((pl.col("provider") == s.price_provider)

@@ -250,6 +250,18 @@ def _command(tmp_path, monkeypatch, capsys, config_text: str | None) -> tuple[in
     return code, out.out, out.err
 
 
+def test_a_provider_without_its_plan_is_one_problem(tmp_path, monkeypatch, capsys, recwarn):
+    """A scenario naming a price provider and no plan was two lines: "expected both", and a
+    second claiming prices.csv "lists no price for any gpu from lambda None" (with a Polars
+    warning on comparing to None): one line says it, as for a plan without its provider."""
+    _scenarios(tmp_path, monkeypatch, 'half,"a provider alone",,,,,,,,,x,lambda,')
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    problems = err.splitlines()[1:]
+    assert code == 2 and len(problems) == 1, err
+    assert "price_provider='lambda', price_plan=None: expected both" in problems[0]
+    assert not [w for w in recwarn if "None" in str(w.message)]
+
+
 def test_replay_on_another_deployment_skips_scenarios_that_cannot_apply(tmp_path, monkeypatch, capsys):
     """A scenario that cannot apply to the deployment replayed (tp 3 does not split seed-example's
     32 heads) is noted as skipped, not a configuration problem; the shipped fp8 scenarios apply
