@@ -326,6 +326,26 @@ def test_summary_names_files_that_ingested_with_no_usable_row(demo_run, tmp_path
     assert out.index("no row in the figures") < out.index("$")
 
 
+
+def test_summary_names_files_in_the_figures_without_some_rows(demo_run, tmp_path, monkeypatch,
+                                                               capsys):
+    """A file with a few malformed rows ingests the rest, the run and its balance check pass,
+    and the figures simply lack those rows: the summary says how many of how many, with the
+    first rejected line, before the figures (it said nothing of them)."""
+    partial = "/logs/partial.csv"
+
+    def add_file(conn):
+        conn.execute("INSERT INTO trace_files (file, trace, rows_read, rows_accepted, rows_rejected)"
+                     " VALUES (?, 'partial', 1046, 1041, 5)", [partial])
+        conn.execute("INSERT INTO rejected_requests (source_file, line, raw, reason)"
+                     " VALUES (?, 40, 'x', 'later'), (?, 7, 'y', ?)",
+                     [partial, partial, "GeneratedTokens is -3: a token count cannot be negative"])
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, add_file)
+    assert (f"\n== Trace files with rows rejected: 1 ==\n- {partial}: 5 of 1,046 rows rejected,"
+            f" e.g. line 7: GeneratedTokens is -3: a token count cannot be negative\n") in out
+    assert out.index("rows rejected") < out.index("$")
+    assert "no row in the figures" not in out
+
 def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypatch, capsys):
     """A log ingested twice under two names doubles its traffic in the figures below: the
     summary names the copies first."""
