@@ -130,7 +130,7 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
     else:
         yield from _deployment_problems(catalog, notes)
     if catalog is not None:
-        names = set(catalog.deployment_names)
+        names = {name for name in catalog.deployment_names if name is not None}   # an empty cell is a problem above
         for setting, name in choices.deployments:
             if name not in names:
                 yield (f"{setting}={name!r}: no such deployment; {catalog.file('deployments')}"

@@ -816,15 +816,19 @@ def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
     """Add to `problems` one line per non-empty value of `column` that `wrong` marks, naming the
     file, the row's key and the value."""
     bad = frame.filter(frame[column].is_not_null() & wrong)
-    problems += [f"catalog file {file}, row {_row_key(bad, file, i)!r}: {column}={bad[column][i]!r}:"
+    problems += [f"catalog file {file}, row {_row_key(bad, file, i)}: {column}={bad[column][i]!r}:"
                  f" expected {expected} (see data/reference/README.md)" for i in range(bad.height)]
 
 
 def _row_key(rows: pl.DataFrame, file: Path, index: int = 0) -> str:
-    """The key of row `index` as KEY_COLUMNS names it for the file's table ("h100-sxm / aws /
-    on-demand" in prices.csv, where the GPU alone names several rows)."""
+    """The key of row `index` as KEY_COLUMNS names it for the file's table, quoted as a message
+    shows it ("'h100-sxm / aws / on-demand'" in prices.csv, where the GPU alone names several
+    rows); a key cell left empty is "(no deployment)", not a row named 'None'."""
     columns = KEY_COLUMNS.get(file.stem, rows.columns[:1])
-    return " / ".join(str(rows[c][index]) for c in columns)
+    values = [rows[c][index] for c in columns]
+    if any(value is None for value in values):
+        return "(" + " / ".join(f"no {c}" if v is None else f"{c} {v!r}" for c, v in zip(columns, values)) + ")"
+    return repr(" / ".join(str(value) for value in values))
 
 
 def as_meant(frame: pl.DataFrame) -> pl.DataFrame:
@@ -943,12 +947,12 @@ def _checked_table(frame: pl.DataFrame, table: str, file: Path, problems: list[s
     for column in REQUIRED_COLUMNS[table]:
         if column not in MAY_BE_EMPTY.get(table, ()):
             empty = frame.filter(pl.col(column).is_null())
-            problems += [f"catalog file {file}, row {_row_key(empty, file, i)!r}: {column} is"
+            problems += [f"catalog file {file}, row {_row_key(empty, file, i)}: {column} is"
                          f" empty: expected a value (see data/reference/README.md)"
                          for i in range(empty.height)]
     keys = KEY_COLUMNS[table]
     shared = frame.group_by(keys, maintain_order=True).len().filter(pl.col("len") > 1)
-    problems += [f"catalog file {file}, row {_row_key(shared, file, i)!r}: {shared['len'][i]}"
+    problems += [f"catalog file {file}, row {_row_key(shared, file, i)}: {shared['len'][i]}"
                  f" rows share this {' / '.join(keys)}: expected each once"
                  for i in range(shared.height)]
     problems += _key_spelling_problems(frame, file)
@@ -1002,7 +1006,7 @@ def _key_spelling_problems(frame: pl.DataFrame, file: Path) -> list[str]:
     for column in keys:
         text = frame[column].cast(pl.String)
         spaced = frame.filter(text != text.str.strip_chars())
-        problems += [f"catalog file {file}, row {_row_key(spaced, file, i)!r}: {column}="
+        problems += [f"catalog file {file}, row {_row_key(spaced, file, i)}: {column}="
                      f"{spaced[column][i]!r} has spaces around it: expected the name alone"
                      for i in range(spaced.height)]
     folded = [pl.col(c).cast(pl.String).str.strip_chars().str.to_lowercase().alias(f"folded {c}")
@@ -1012,7 +1016,7 @@ def _key_spelling_problems(frame: pl.DataFrame, file: Path) -> list[str]:
             .select(*keys, *folded))
     twins = rows.filter(pl.len().over([f"folded {c}" for c in keys]) > 1)
     for _, group in twins.group_by([f"folded {c}" for c in keys], maintain_order=True):
-        spellings = " and ".join(repr(_row_key(group, file, i)) for i in range(group.height))
+        spellings = " and ".join(_row_key(group, file, i) for i in range(group.height))
         problems.append(f"catalog file {file}, rows {spellings} differ only in letter case or"
                         f" spaces around their {' / '.join(keys)}: expected each {' / '.join(keys)}"
                         f" once, spelt one way")

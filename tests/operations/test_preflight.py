@@ -616,3 +616,16 @@ def test_configuration_ok_names_the_deployment_replayed_and_what_chose_it(tmp_pa
                             "ops:\n  replayed_fleet:\n    config:\n      deployment: azure-2023-70b-h100\n")
     assert out.splitlines()[0].endswith(
         "; the traces replay on deployment azure-2023-70b-h100 (replayed_fleet.deployment)")
+
+
+def test_a_deployments_row_with_no_name_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """A deployments.csv row whose name cell is left empty (a paste one column off) was listed as
+    `row 'None'`, and with FLEETSPEND_DEPLOYMENT naming no deployment the preflight died with
+    TypeError sorting the names (None among them) instead of listing them."""
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", _reference(tmp_path, deployment=None))
+    monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "my-fleet")
+    code, _, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2 and "Traceback" not in err and "None" not in err
+    assert "deployments.csv, row (no deployment): deployment is empty: expected a value" in err
+    assert "- FLEETSPEND_DEPLOYMENT='my-fleet': no such deployment;" in err
+    assert "deployments.csv has aibrix-deepseek-coder-a10, burstgpt-vllm-1b-4090, seed-example," in err
