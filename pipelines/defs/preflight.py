@@ -4,6 +4,7 @@ It runs at the start of every run (the warehouse resource calls `check_run` befo
 and as a command that prints only the message, for cron and `make demo`:
 
     python -m pipelines.defs.preflight [-c run_config.yaml]    # exit 0, or 2 with the problems
+    python -m pipelines.defs.preflight --config-json '{"ops": ...}'   # as dagster's --config-json
 
 Dagster checks a run config's shape before a run starts; the command does not go through Dagster,
 so `run_choices` checks the shape of what it reads itself (mappings where mappings belong, a name
@@ -185,14 +186,27 @@ def replayed_on(run_config) -> str:
     return f"the traces replay on deployment {name} ({source})"
 
 
+def _run_config(file: Path | None, json_text: str | None):
+    """The run config as dagster would take it from -c or --config-json: JSON is YAML, so one
+    parser reads both (an error is a yaml.YAMLError either way)."""
+    if file is not None:
+        return yaml.safe_load(file.read_text())
+    return yaml.safe_load(json_text) if json_text is not None else {}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-c", "--config", type=Path, help="run config YAML, as for dagster -c")
+    given = parser.add_mutually_exclusive_group()
+    given.add_argument("-c", "--config", type=Path, help="run config YAML, as for dagster -c")
+    given.add_argument("--config-json", help="run config JSON text, as for dagster --config-json (the"
+                                             " README's calibration commands give theirs so)")
     args = parser.parse_args(argv)
     try:
-        run_config = yaml.safe_load(args.config.read_text()) if args.config else {}
+        run_config = _run_config(args.config, args.config_json)
     except (OSError, yaml.YAMLError) as exc:
-        print(f"run config {args.config}: not a readable YAML file ({exc})", file=sys.stderr)
+        where = f"run config {args.config}: not a readable YAML file" if args.config else \
+            "run config --config-json: not readable JSON"
+        print(f"{where} ({exc})", file=sys.stderr)
         return 2
     try:
         notes = check_run(settings.warehouse_path(), run_config)

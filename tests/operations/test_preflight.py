@@ -629,3 +629,21 @@ def test_a_deployments_row_with_no_name_is_one_line_not_a_traceback(tmp_path, mo
     assert "deployments.csv, row (no deployment): deployment is empty: expected a value" in err
     assert "- FLEETSPEND_DEPLOYMENT='my-fleet': no such deployment;" in err
     assert "deployments.csv has aibrix-deepseek-coder-a10, burstgpt-vllm-1b-4090, seed-example," in err
+
+
+def test_the_preflight_takes_the_run_config_as_json_as_dagster_does(tmp_path, monkeypatch, capsys):
+    """The README's calibration commands give their run config with dagster's --config-json; a
+    value of the wrong type there (`"fit_metrics": "ttft"`) makes `dagster asset materialize`
+    print a DagsterInvalidConfigError traceback, and the preflight took only -c FILE, so the same
+    JSON could not be checked first."""
+    from pipelines.defs.preflight import main
+
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(tmp_path / "wh" / "w.duckdb"))
+    bad = '{"ops": {"calibrated": {"config": {"fit_metrics": "ttft"}}}}'
+    assert main(["--config-json", bad]) == 2
+    assert "run config ops.calibrated.config.fit_metrics: 'ttft', expected a list of" in capsys.readouterr().err
+    assert main(["--config-json", '{"ops": {"calibrated": {"config": {"fit_metrics": ["ttft"]}}}}']) == 0
+    assert "configuration ok" in capsys.readouterr().out
+    assert main(["--config-json", '{"ops": {']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("run config --config-json: not readable JSON (") and "Traceback" not in err
