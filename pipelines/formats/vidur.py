@@ -23,9 +23,7 @@ LABELS = Labels("arrived_at", "num_prefill_tokens", "num_decode_tokens", clock="
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=None) -> IngestResult:
     header, rows = header_and_rows(plain, shown, EXPECTED)
     if not set(COLUMNS) <= set(header):
-        hint = (" (this is a token-length distribution with no arrival times, not a request log)"
-                if "arrived_at" not in header and "num_prefill_tokens" in header else "")
-        raise TraceFormatError(f"{shown}: header {','.join(header)!r} is not {EXPECTED}{hint}")
+        raise TraceFormatError(f"{shown}: header {','.join(header)!r} is not {EXPECTED}{_hint(header)}")
     parsed = split_fields(rows, header, COLUMNS).with_columns(
         arrival=seconds("arrival_text"),
         prompt_tokens=whole("prompt_text"),
@@ -33,3 +31,12 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
     )
     return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS, policies=policies,
                   start_time=start_time)
+
+
+def _hint(header: list[str]) -> str:
+    """Why a header is not a Vidur trace: a length-statistics file (its num_total_tokens or
+    pd_ratio columns) is a distribution, not a log; any other header lacks columns, named, so a
+    renamed arrived_at is not taken for a distribution."""
+    if "arrived_at" not in header and {"num_total_tokens", "pd_ratio"} & set(header):
+        return " (this is a token-length distribution with no arrival times, not a request log)"
+    return f" (it lacks {', '.join(column for column in COLUMNS if column not in header)})"

@@ -52,6 +52,11 @@ NOT_TRACES = [
     ("semicolons.csv", f"{HEADER.replace(',', ';')}\n2023-11-16 18:17:03.9799600;4808;10\n", None,
      "(no comma in it: a CSV log is comma-separated, not by tabs or semicolons);"),
     ("generic.csv", "timestamp,prompt,output\n0,4808,10\n", None, "first line 'timestamp,prompt,output'; expected"),
+    # a Vidur trace with its arrival column renamed was called a token-length distribution
+    ("vidur_renamed_arrival.csv", "arrival_at,num_prefill_tokens,num_decode_tokens\n0.0,4808,10\n", None,
+     "arrived_at,num_prefill_tokens,num_decode_tokens (it lacks arrived_at)"),
+    ("vidur_length_stats.csv", "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n74,918,992,0.08\n",
+     None, "(this is a token-length distribution with no arrival times, not a request log)"),
 ]
 
 
