@@ -23,6 +23,7 @@ and its `raw` text the row as JSON.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 import polars as pl
@@ -48,7 +49,7 @@ ISO_8601 = (r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[T ](?P<hm>\d{2}:\d{2})(?P<s>:\d{2}
 def check_mapping(columns: dict | None, time_unit: str | None, fmt: str) -> dict:
     if not isinstance(columns, dict) or any(key not in columns for key in REQUIRED):
         raise ValueError(f"format={fmt!r} needs columns= mapping at least {list(REQUIRED)} to the "
-                         f"file's column names (optional: {list(OPTIONAL)})")
+                         f"file's column names (optional: {list(OPTIONAL)})" + _mapping_slips(columns))
     unknown = set(columns) - set(REQUIRED) - set(OPTIONAL)
     if unknown:
         raise ValueError(f"columns=: unknown key(s) {sorted(unknown, key=str)}; "
@@ -61,6 +62,20 @@ def check_mapping(columns: dict | None, time_unit: str | None, fmt: str) -> dict
         raise ValueError(f"format={fmt!r} needs time_unit= one of {[*PER_SECOND, *ABSOLUTE]} "
                          f"for the arrival column (got {time_unit!r})")
     return columns
+
+
+def _mapping_slips(columns) -> str:
+    """What a mapping that lacks a required key has wrong, for the message: the keys it lacks,
+    and each key that is no field with the field it is closest to. A misspelt "arival" was told
+    only the whole list of keys, as if the mapping were missing altogether."""
+    if not isinstance(columns, dict):
+        return ""
+    lacks = ", ".join(repr(key) for key in REQUIRED if key not in columns)
+    slips = []
+    for key in sorted((key for key in columns if key not in REQUIRED + OPTIONAL), key=str):
+        close = difflib.get_close_matches(str(key), REQUIRED + OPTIONAL, n=1)
+        slips.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"; it lacks {lacks}" + (f" and has {', '.join(slips)}, not a field" if slips else "")
 
 
 def _iso_8601(text: pl.Expr) -> pl.Expr:

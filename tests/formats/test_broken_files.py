@@ -772,6 +772,10 @@ def test_bad_start_time_is_one_message_naming_file_and_option(tmp_path, start, e
 @pytest.mark.parametrize(("columns", "message"), [
     ({"arrival": 1, "prompt_tokens": "in", "output_tokens": "out"}, "columns=: 'arrival' is mapped to 1; expected"),
     ({"arrival": "ts", "prompt_tokens": None, "output_tokens": "out"}, "'prompt_tokens' is mapped to None; expected"),
+    # a misspelt key was told only the list of keys, as if there were no mapping
+    ({"arival": "ts", "prompt_tokens": "in", "output_tokens": "out"},
+     "; it lacks 'arrival' and has 'arival' (did you mean 'arrival'?), not a field"),
+    ({"prompt_tokens": "in", "output_tokens": "out"}, "'observed_ttft_s', 'observed_e2e_s']); it lacks 'arrival'"),
 ])
 def test_bad_column_mapping_is_one_message_naming_the_option(tmp_path, columns, message):
     path = write(tmp_path / "g.csv", "ts,in,out\n0,5,5\n")
