@@ -83,15 +83,24 @@ def is_duckdb_file(path: Path) -> bool:
         return True
 
 
-def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path | None) -> Iterable[str]:
-    """The warehouse file can be created or replaced, the reports can be written, the traces exist."""
+def warehouse_problem(warehouse: Path) -> str | None:
+    """What makes the warehouse path hold something other than a warehouse (a folder, a log
+    named by mistake), or None; the preflight and the summary both say it in these words."""
     setting = f"FLEETSPEND_WAREHOUSE={warehouse}"
     if warehouse.exists() and not warehouse.is_file():
-        yield f"{setting}: exists and is not a file"
-    elif not current_copy(warehouse).exists() and not is_duckdb_file(warehouse):
-        yield (f"{setting}: exists and is not a DuckDB database file; expected the warehouse a run"
-               f" publishes there, or a path where no file is yet")
-    elif problem := writable_folder(setting, warehouse.parent):
+        return (f"{setting}: exists and is not a file (a folder?); expected the warehouse's DuckDB"
+                f" file, e.g. {warehouse / 'fleetspend.duckdb'}")
+    if not current_copy(warehouse).exists() and not is_duckdb_file(warehouse):
+        return (f"{setting}: exists and is not a DuckDB database file; expected the warehouse a run"
+                f" publishes there, or a path where no file is yet")
+    return None
+
+
+def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path | None) -> Iterable[str]:
+    """The warehouse file can be created or replaced, the reports can be written, the traces exist."""
+    if problem := warehouse_problem(warehouse):
+        yield problem
+    elif problem := writable_folder(f"FLEETSPEND_WAREHOUSE={warehouse}", warehouse.parent):
         yield problem
     if reports_dir is not None and (problem := writable_folder(
             f"FLEETSPEND_REPORTS_DIR={reports_dir}", reports_dir)):

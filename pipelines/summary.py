@@ -28,6 +28,7 @@ import polars as pl
 from pipelines import settings
 from pipelines.formats.source import UNREAD_KINDS, folder_mark, trace_files, unread_files
 from pipelines.ingest_folder import duplicate_lines
+from pipelines.preflight import warehouse_problem
 from pipelines.reports.text import (
     BASELINE_ROW_COLUMNS,
     CHARGEBACK_COLUMNS,
@@ -166,6 +167,9 @@ def main(top: int = 10) -> int:
         print(f"fleetspend: no warehouse at {path}{_where_from()}: no run has published one"
               f" there yet (a run that fails publishes nothing: its log says why); run the"
               f" pipeline first (`make demo`, or your nightly job)", file=sys.stderr)
+        return 1
+    if problem := warehouse_problem(path):   # DuckDB's words for a log there: "in-memory database"
+        print(f"fleetspend: {problem}", file=sys.stderr)
         return 1
     try:
         with duckdb.connect(str(path), read_only=True) as conn:

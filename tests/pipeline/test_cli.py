@@ -127,7 +127,23 @@ def test_summary_of_a_file_that_is_not_a_warehouse_names_it(tmp_path):
     warehouse.write_text("not a database\n")
     summary = _run([sys.executable, "-m", "pipelines.summary"], env)
     assert summary.returncode == 1 and "Traceback" not in summary.stderr
-    assert f"cannot read the warehouse {warehouse}" in summary.stderr
+    assert f"FLEETSPEND_WAREHOUSE={warehouse}: exists and is not a DuckDB database file" in summary.stderr
+
+
+@pytest.mark.parametrize("name", ["logs.csv", "day1.jsonl", "folder"])
+def test_summary_of_a_trace_or_folder_named_as_the_warehouse_says_so(tmp_path, monkeypatch, capsys, name):
+    """FLEETSPEND_WAREHOUSE set to a log by mistake got DuckDB's 'Catalog Error: Cannot launch
+    in-memory database in read-only mode!' (DuckDB reads a .csv / .jsonl path as a file to scan),
+    which names neither the setting nor what is wrong; the preflight's words say both."""
+    path = tmp_path / name
+    if name == "folder":
+        path.mkdir()
+    else:
+        path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,4808,10\n")
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(path))
+    assert print_summary() == 1
+    err = capsys.readouterr().err
+    assert "in-memory" not in err and err.startswith(f"fleetspend: FLEETSPEND_WAREHOUSE={path}: exists and is not a")
 
 
 def test_summary_of_a_warehouse_held_read_write_says_what_to_do(tmp_path):
