@@ -786,3 +786,18 @@ def test_the_calibration_bench_offers_each_llmperf_candidate_one_replica_per_cli
     candidates = got.value.args[0]
     assert len(candidates) >= 3
     assert {d.replicas for d in candidates} == {bench.LLMPERF_CLIENTS} == {5}
+
+
+def test_the_slower_log_the_documents_cite_passes_at_the_factor_they_name(catalog):
+    """README and docs/physics.md section 6 said the AIBrix log (6.7B on an A10) fitted on the 1B
+    RTX 4090 deployment 'passes at 6.5% of peak bandwidth': the fit that passes ends at 6.5% of
+    peak compute, with 66% of peak bandwidth, so a reader looking for the tell-tale low factor
+    looked at the wrong column."""
+    result = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), aibrix(), BUCKETS)
+    compute, bandwidth = (result.parameters()[p][1] for p in ("compute_efficiency", "bandwidth_efficiency"))
+    assert result.warnings == () and round(compute, 3) == 0.065 and round(bandwidth, 2) == 0.66
+    root = Path(__file__).resolve().parents[2]
+    readme, physics = (" ".join((root / f).read_text().split()) for f in ("README.md", "docs/physics.md"))
+    said = "6.5% of peak compute (and 66% of peak bandwidth)"
+    assert f"passes at {said}" in readme and f"passes with {said}" in physics
+    assert "6.5% of peak bandwidth" not in readme + physics
