@@ -881,6 +881,23 @@ def ragged_line(file: Path) -> str | None:
     return None
 
 
+def _not_utf8(file: Path) -> str | None:
+    """Where a catalog file stops being UTF-8, or None. The shipped files hold non-ASCII text
+    (the § of a docs reference) and users add their own (µs, é), which a spreadsheet's plain
+    "CSV" export writes in a legacy encoding (Windows-1252), where Polars says only 'invalid
+    utf-8 sequence'."""
+    try:
+        data = file.read_bytes()
+        data.decode("utf-8")
+    except OSError:
+        return None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return (f"not UTF-8 text (line {line}, byte {exc.start}): expected UTF-8 (a spreadsheet's"
+                f' "CSV UTF-8" format)')
+    return None
+
+
 def csv_problem(file: Path, exc: Exception) -> str:
     """Why Polars could not read the CSV `file`, in one line: its ragged line when it has one,
     else Polars' own reason. Polars ends its message with the "Original error" (e.g. a quote
@@ -889,6 +906,9 @@ def csv_problem(file: Path, exc: Exception) -> str:
     ragged = ragged_line(file)
     if ragged is not None:
         return ragged
+    not_utf8 = _not_utf8(file)
+    if not_utf8 is not None:
+        return not_utf8
     lines = [line.strip(" `") for line in str(exc).splitlines() if line.strip(" `")]
     return lines[-1] if "Original error" in str(exc) else lines[0]
 

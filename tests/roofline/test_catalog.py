@@ -957,6 +957,21 @@ def test_a_semicolon_file_with_decimal_commas_is_named_as_semicolon_separated(co
         load_catalog(copied)
 
 
+def test_a_file_saved_in_a_legacy_encoding_is_named_with_its_line_and_the_encoding_expected(copied):
+    """deployments.csv holds non-ASCII text (a §, a user's µs or é); a spreadsheet's
+    plain "CSV" export writes it in Windows-1252, and the message was Polars' bare 'invalid
+    utf-8 sequence': no line, and nothing said what encoding the catalog expects."""
+    deployments = copied / "deployments.csv"
+    text = deployments.read_text(encoding="utf-8")
+    line = next(i for i, row in enumerate(text.splitlines(), start=1) if not row.isascii())
+    deployments.write_bytes(text.encode("cp1252", errors="replace"))
+    with pytest.raises(CatalogError) as info:
+        load_catalog(copied)
+    assert (f"catalog file {deployments} is not a readable CSV: not UTF-8 text (line {line}, byte "
+            in str(info.value))
+    assert "expected UTF-8 (a spreadsheet's \"CSV UTF-8\" format)" in str(info.value)
+
+
 def test_shape_buckets_saved_by_a_spreadsheet_read_as_the_other_catalog_files(tmp_path):
     """shape_buckets.csv is a data/reference file written to the warehouse like the others:
     trailing separators, a cleared row and quoted-empty cells are no columns, no row and empty
