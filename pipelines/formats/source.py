@@ -133,10 +133,19 @@ def invalid_utf8_at(path: Path) -> tuple[int, int] | None:
 
 
 def first_line(plain: Path, shown: Path, expected: str) -> tuple[int, str]:
-    """The 1-based number and text of the first non-blank line (a header, or a first record)."""
+    """The 1-based number and text of the first non-blank line (a header, or a first record).
+    Lines end at LF (a CRLF's CR is dropped); a file whose lines end in a bare CR (a classic-Mac
+    export) would be one line, its header run into its rows, so it is refused, saying so."""
     for number, text in enumerate(head_text(plain, shown, expected).split("\n"), start=1):
         if text.strip():
-            return number, text.removesuffix("\r")
+            line = text.removesuffix("\r")
+            joined = line.strip().count("\r") + 1
+            if joined > 1:
+                raise TraceFormatError(
+                    f"{shown}: its lines end in a bare carriage return (CR, as a classic-Mac \"CSV"
+                    f" (Macintosh)\" export writes); expected LF or CRLF line endings (line {number} is"
+                    f" {joined} lines joined by bare CRs)")
+            return number, line
     raise TraceFormatError(f"{shown}: no line in the first 64 KiB; expected {expected}")
 
 

@@ -55,6 +55,12 @@ NOT_TRACES = [
     # a Vidur trace with its arrival column renamed was called a token-length distribution
     ("vidur_renamed_arrival.csv", "arrival_at,num_prefill_tokens,num_decode_tokens\n0.0,4808,10\n", None,
      "arrived_at,num_prefill_tokens,num_decode_tokens (it lacks arrived_at)"),
+    # a classic-Mac export ends lines with a bare CR: the whole file read as one line
+    ("mac_endings.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\r0.0,4808,10\r1.0,5,5\r", None,
+     "its lines end in a bare carriage return (CR, as a classic-Mac \"CSV (Macintosh)\" export writes);"
+     " expected LF or CRLF line endings"),
+    ("mac_endings.jsonl", '{"timestamp": 0, "input_length": 5, "output_length": 1}\r'
+     '{"timestamp": 5, "input_length": 5, "output_length": 1}\r', None, "(line 1 is 2 lines joined by bare CRs)"),
     ("vidur_length_stats.csv", "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n74,918,992,0.08\n",
      None, "(this is a token-length distribution with no arrival times, not a request log)"),
 ]
