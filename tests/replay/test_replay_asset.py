@@ -428,11 +428,33 @@ def test_a_folder_of_header_only_files_names_them(tmp_path, monkeypatch):
         " request rows after the header)") in message
 
 
-def _folder_replay_failure(tmp_path, monkeypatch, name: str, text: str) -> str:
-    """The replay's failure message after ingesting a trace folder of one file `name`."""
+def test_a_folder_of_files_failing_in_different_ways_names_each(tmp_path, monkeypatch):
+    """One file unreadable, one a header alone, one with every row rejected: the failure said
+    'every row of the trace files was rejected' and named only the last, or, without it, 'no
+    trace file could be read' beside a file that was read. Each file is named with its cause."""
+    message = _folder_replay_failure(tmp_path, monkeypatch, {
+        "mystery.csv": "when,in,out\n1,2,3\n",
+        "today.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n",
+        "bad.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,-5,10\n"})
+    assert (": no requests to replay: no trace file gave a usable row: bad.csv: 1 rows rejected, e.g. line 2:"
+            " ContextTokens is -5") in message
+    assert "; mystery.csv could not be read: " in message and "cannot tell the log format" in message
+    assert "; today.csv has no data row (expected request rows after the header)" in message
+    assert "every row of the trace files" not in message and "no trace file could be read" not in message
+    assert message.rstrip().endswith("the ingest's failed_trace_files and its every_trace_file_ingested"
+                                     " check list the files that could not be read")
+    assert ": no requests to replay: no trace file gave a usable row: mystery.csv could not be read" in (
+        _folder_replay_failure(tmp_path / "two", monkeypatch, {
+            "mystery.csv": "when,in,out\n1,2,3\n", "today.csv": "TIMESTAMP,ContextTokens,GeneratedTokens\n"}))
+
+
+def _folder_replay_failure(tmp_path, monkeypatch, name: str | dict[str, str], text: str = "") -> str:
+    """The replay's failure message after ingesting a trace folder of one file `name` (or of
+    each file of a name -> text mapping)."""
     folder = tmp_path / "traces"
-    folder.mkdir()
-    (folder / name).write_text(text)
+    folder.mkdir(parents=True)
+    for file, content in (name.items() if isinstance(name, dict) else [(name, text)]):
+        (folder / file).write_text(content)
     monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(folder))
     result = dg.materialize([ingested_traces, replayed_fleet], raise_on_error=False,
                             resources={"duckdb": DuckDBResource(database=str(tmp_path / "w.duckdb"))})

@@ -59,23 +59,31 @@ def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | Non
 def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
     """Why the requests table is empty, in the user's terms: every row of every file rejected,
     with each file's first rejected lines (the run publishes nothing, so rejected_requests is
-    not there to query afterwards), every file unreadable, or files with a header and no row."""
+    not there to query afterwards), every file unreadable, or files with a header and no row;
+    where unreadable files sit beside others, each file with its own cause."""
     files: dict[str, list] = {}
     for file, count, line, reason in run_sql(conn, "top_rejections").fetchall():
         files.setdefault(Path(file).name, [count]).append(f"line {line}: {reason}")
-    if not files:
-        unreadable = [(file, error) for file, error, *_ in run_sql(conn, "summary_failed_files").fetchall()]
-        if unreadable:   # every file the ingest met failed whole (format, options, encoding)
-            listed = _first_three([f"{Path(file).name}: {error}" for file, error in unreadable], "; ")
-            return (f"no requests to replay: no trace file could be read: {listed};"
-                    f" the ingest's failed_trace_files and its every_trace_file_ingested check list them")
-        empty = [Path(file).name for (file,) in run_sql(conn, "empty_trace_files").fetchall()]
-        listed = f": {_first_three(empty, ', ')}" if empty else ""
-        return (f"no requests to replay: no file of the trace folder has a data row{listed}"
-                f" (expected request rows after the header)")
-    listed = "; ".join(f"{name}: {count:,} rows rejected, e.g. {', '.join(examples)}"
-                       for name, (count, *examples) in files.items())
-    return f"no requests to replay: every row of the trace files was rejected: {listed}"
+    rejected = [f"{name}: {count:,} rows rejected, e.g. {', '.join(examples)}"
+                for name, (count, *examples) in files.items()]
+    unreadable = [(Path(file).name, error) for file, error, *_ in run_sql(conn, "summary_failed_files").fetchall()]
+    empty = [Path(file).name for (file,) in run_sql(conn, "empty_trace_files").fetchall()]
+    if unreadable and (rejected or empty):   # each file with its own cause, none under another's
+        listed = _first_three([*rejected, *(f"{name} could not be read: {error}" for name, error in unreadable),
+                               *(f"{name} has no data row (expected request rows after the header)"
+                                 for name in empty)], "; ")
+        return (f"no requests to replay: no trace file gave a usable row: {listed}; the ingest's"
+                f" failed_trace_files and its every_trace_file_ingested check list the files that could"
+                f" not be read")
+    if rejected:   # header-only files beside them need no naming: "rejected" is the cause to fix
+        return f"no requests to replay: every row of the trace files was rejected: {'; '.join(rejected)}"
+    if unreadable:   # every file the ingest met failed whole (format, options, encoding)
+        listed = _first_three([f"{name}: {error}" for name, error in unreadable], "; ")
+        return (f"no requests to replay: no trace file could be read: {listed};"
+                f" the ingest's failed_trace_files and its every_trace_file_ingested check list them")
+    listed = f": {_first_three(empty, ', ')}" if empty else ""
+    return (f"no requests to replay: no file of the trace folder has a data row{listed}"
+            f" (expected request rows after the header)")
 
 
 def _first_three(items: list[str], separator: str) -> str:
