@@ -186,6 +186,14 @@ def replayed_on(run_config) -> str:
     return f"the traces replay on deployment {name} ({source})"
 
 
+def traces_from() -> str:
+    """Which folder the logs are ingested from and what chose it: a FLEETSPEND_TRACE_DIR
+    misspelt in a cron line ingests the demo's sample traces every night, priced as the fleet."""
+    source = ("FLEETSPEND_TRACE_DIR" if os.environ.get("FLEETSPEND_TRACE_DIR", "").strip()
+              else "the default, the demo's sample traces: FLEETSPEND_TRACE_DIR is not set")
+    return f"traces from {settings.trace_dir()} ({source})"
+
+
 def _run_config(file: Path | None, json_text: str | None):
     """The run config as dagster would take it from -c or --config-json: JSON is YAML, so one
     parser reads both (an error is a yaml.YAMLError either way)."""
@@ -213,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(f"configuration ok: warehouse {settings.warehouse_path()}, "
+    print(f"configuration ok: warehouse {settings.warehouse_path()}, {traces_from()}, "
           f"reference data {settings.reference_dir()}; {replayed_on(run_config)}")
     for note in notes:
         print(f"note: {note}")

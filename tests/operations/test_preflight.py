@@ -647,3 +647,22 @@ def test_the_preflight_takes_the_run_config_as_json_as_dagster_does(tmp_path, mo
     assert main(["--config-json", '{"ops": {']) == 2
     err = capsys.readouterr().err
     assert err.startswith("run config --config-json: not readable JSON (") and "Traceback" not in err
+
+
+def test_configuration_ok_names_the_trace_folder_and_what_chose_it(tmp_path, monkeypatch, capsys):
+    """A cron line whose FLEETSPEND_TRACE_DIR is misspelt ingests the demo's sample traces every
+    night and prices them as the operator's fleet; 'configuration ok' named the warehouse, the
+    catalog and the deployment, but not the folder the logs are read from."""
+    from pipelines import settings
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "day1.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,5,5\n")
+    monkeypatch.delenv("FLEETSPEND_TRACE_DIR", raising=False)
+    monkeypatch.setenv("FLEETSPEND_TRACES_DIR", str(logs))
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and (f", traces from {settings.ROOT / 'data' / 'samples'} (the default, the demo's"
+                          f" sample traces: FLEETSPEND_TRACE_DIR is not set), ") in out.splitlines()[0]
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(logs))
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and f", traces from {logs} (FLEETSPEND_TRACE_DIR), " in out.splitlines()[0]
