@@ -112,6 +112,8 @@ DIFF_STEP = 0.05
 MAX_EVALUATIONS = 400
 ALL_SHAPES = "all"
 OVERHEADS = ("step_overhead_s", "sequence_overhead_s", "net_one_way_s")
+# Every factor at its slow bound: efficiencies at their floor, overheads at their ceiling.
+SLOWEST = {p: BOUNDS[p][1] if p in OVERHEADS else BOUNDS[p][0] for p in PARAMETERS}
 # The ideal deployment of the plausibility check: every factor at its best (module docstring).
 IDEAL = {"compute_efficiency": 1.0, "bandwidth_efficiency": 1.0,
          **{p: BOUNDS[p][0] for p in OVERHEADS}}
@@ -660,10 +662,15 @@ def _plausibility(d: Deployment, fitted: Deployment, metrics: np.ndarray, observ
                 f"overhead, no client latency): the log was served by other hardware, "
                 f"parallelism, precision or model")
     # the bound and the margin named: "fitted to 0.9631, at its bound" read as a bound of 0.9631
-    for name, bound in _at_bound(fitted).items():
+    bounded = _at_bound(fitted)
+    for name, bound in bounded.items():
         warnings.append(f"{name} was fitted to {parameter(fitted, name):.4g}, at its bound of"
                         f" {bound:g} (within {AT_BOUND - 1:.0%}, as close as the fit settles):"
                         f" {served_by} cannot explain the log without it")
+    if bounded == SLOWEST:   # a log in ms read as s (generic.py): a setting to name, not hardware
+        warnings.append(f"every factor ended at its slow bound: the log is slower than {served_by} at"
+                        f" its slowest; latencies in milliseconds read as seconds? (a CSV, JSONL or"
+                        f' Parquet log\'s sidecar takes "latency_unit": "ms")')
     return tuple(warnings)
 
 

@@ -696,6 +696,22 @@ def test_observations_far_faster_than_the_fit_are_counted_too(catalog):
                            " (1 in the fit half")
 
 
+def test_a_log_slower_than_every_bound_asks_whether_its_latencies_are_milliseconds(catalog):
+    """A CSV log whose latencies are milliseconds, its sidecar giving no latency_unit, is read
+    1,000 x slow: every factor ends at its slow bound, five warnings each saying the deployment
+    'cannot explain the log without it', and none naming the setting that reads it right. A
+    log merely slower than its deployment (the 6.7B AIBrix log on the 1B RTX 4090) is not told so."""
+    hint = "latencies in milliseconds read as seconds? (a CSV, JSONL or Parquet log's sidecar takes"
+    in_ms = aibrix().with_columns(pl.col("observed_ttft_s", "observed_e2e_s") * 1000)
+    for name in ("aibrix-deepseek-coder-a10", "azure-2023-70b-h100"):
+        warnings = calibrate_requests(catalog.deployment(name), in_ms, BUCKETS).warnings
+        (said,) = [w for w in warnings if hint in w]
+        assert said.startswith(f"every factor ended at its slow bound: the log is slower than {name} (")
+        assert said.endswith(f"at its slowest; {hint} \"latency_unit\": \"ms\")"), name
+    slower = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), aibrix(), BUCKETS)
+    assert not any("milliseconds" in w for w in slower.warnings)
+
+
 def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):
     """After a full fit every GPU but the L4 explains the AIBrix log nearly as well as the A10
     (on 2026-12-01, with the per-sequence overhead fitted too, the A100 fits the fit half within
