@@ -136,10 +136,17 @@ def _top_level_keys(document: str, shown: Path, expected: str) -> list[str]:
 
 def _why_not_json(text: str, exc: Exception) -> str:
     """Where `text` stops being JSON, by line and column of the file as written (Polars counts
-    characters of the document after _bare_words_as_text); Polars' own message when the text is
-    JSON and something else failed (mixed-shape records, a missing field)."""
+    characters of the document after _bare_words_as_text); the first record that is not an
+    object (Polars says 'cannot deserialize struct with nulls' for a null element, naming none);
+    Polars' own message when the text is JSON and something else failed (a missing field)."""
     try:
-        json.loads(text)
+        document = json.loads(text)
     except json.JSONDecodeError as bad:
         return f"{bad.msg} at line {bad.lineno} column {bad.colno}"
+    records = (enumerate(document, start=1) if isinstance(document, list)
+               else document.items() if isinstance(document, dict) else ())
+    for where, record in records:
+        if not isinstance(record, dict):
+            name = f"element {where}" if isinstance(document, list) else f"entry {where!r}"
+            return f"{name} is {json.dumps(record)[:60]}, not an object"
     return str(exc).splitlines()[0][:120]

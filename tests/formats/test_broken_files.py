@@ -44,6 +44,13 @@ NOT_TRACES = [
     ("csv_as_llmperf.json", f"{HEADER}\n2023-11-16 18:17:03.9799600,4,5\n", "llmperf", "not a JSON array"),
     ("truncated_array.json", '[{"number_input_tokens": 5, "number_output_tokens": 1, "end_to_end_latency_s": 1.0},',
      None, "not a JSON array"),
+    # an element that is not an object failed the file with Polars' words ("cannot deserialize
+    # struct with nulls into a DataFrame"), naming neither the element nor what it is
+    ("null_element.json", '[{"number_input_tokens": 5, "number_output_tokens": 1, "end_to_end_latency_s": 1.0},'
+     ' null]', None, "not a JSON array of objects (element 2 is null, not an object)"),
+    ("list_element.json", '[{"number_input_tokens": 5, "number_output_tokens": 1, "end_to_end_latency_s": 1.0},'
+     ' {"number_input_tokens": 6, "number_output_tokens": 1, "end_to_end_latency_s": 1.0}, [1, 2]]', None,
+     "not a JSON array of objects (element 3 is [1, 2], not an object)"),
     ("no_header.csv", "2023-11-16 18:17:03.9799600,4808,10\r\n", None, "cannot tell the log format"),
     ("no_generated.csv", "TIMESTAMP,ContextTokens\n2023-11-16 18:17:03.9799600,4808\n", None,
      "'TIMESTAMP,ContextTokens' (it has the other columns of an Azure LLM trace but lacks GeneratedTokens);"),
