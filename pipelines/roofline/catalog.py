@@ -9,6 +9,8 @@ truth for SQL users and for the replay.
 from __future__ import annotations
 
 import csv
+import difflib
+import inspect
 import math
 import numbers
 import re
@@ -366,9 +368,9 @@ class Catalog:
         allowed = {f.name for f in fields(Scheduler)}
         unknown = set(scheduler_options) - allowed
         if unknown:
-            raise CatalogError(
-                f"unknown scheduler option(s) {sorted(unknown)}: expected {sorted(allowed)}"
-            )
+            raise CatalogError(f"unknown option(s) {sorted(unknown)}{_build_option_hint(unknown)}: expected"
+                               f" build()'s own ({', '.join(_build_parameters())}) or a scheduler option"
+                               f" ({', '.join(sorted(allowed))})")
         scheduler = Scheduler(**scheduler_options)
         network = network or Network()
         if not isinstance(network, Network):
@@ -818,6 +820,30 @@ def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
     bad = frame.filter(frame[column].is_not_null() & wrong)
     problems += [f"catalog file {file}, row {_row_key(bad, file, i)}: {column}={bad[column][i]!r}:"
                  f" expected {expected} (see data/reference/README.md)" for i in range(bad.height)]
+
+
+# deployments.csv's columns that Catalog.build spells otherwise.
+BUILD_SPELLINGS = {"weight_dtype": "weights", "kv_dtype": "kv_cache", "net_one_way_s": "network",
+                   "net_bytes_per_token": "network", "net_bandwidth_bytes_per_s": "network"}
+
+
+def _build_option_hint(unknown: set[str]) -> str:
+    """For Catalog.build's unknown keywords: the parameter a deployments.csv column name is
+    spelt as (weight_dtype is weights=), else the closest parameter or scheduler option. They
+    were all called unknown scheduler options, listing the scheduler's alone."""
+    spelt = [f"{key} is {BUILD_SPELLINGS[key]}=" for key in sorted(unknown) if key in BUILD_SPELLINGS]
+    if spelt:
+        return f" (in build(), deployments.csv's {', '.join(spelt)})"
+    choices = [*_build_parameters(), *(f.name for f in fields(Scheduler))]
+    close = [match for key in sorted(unknown) for match in difflib.get_close_matches(key, choices, n=1)]
+    return f" (did you mean {', '.join(f'{name}=' for name in close)}?)" if close else ""
+
+
+def _build_parameters() -> list[str]:
+    """Catalog.build's own keyword parameters (its scheduler options aside), as its signature
+    has them."""
+    return [name for name in inspect.signature(Catalog.build).parameters
+            if name not in ("self", "scheduler_options")]
 
 
 def _row_key(rows: pl.DataFrame, file: Path, index: int = 0) -> str:

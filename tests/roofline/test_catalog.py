@@ -139,10 +139,18 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
          "step_overhead_s=-0.001: expected a number >= 0"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "network": Network(one_way_s=-5)},
          "net_one_way_s=-5: expected a number >= 0"),
+        # deployments.csv's column names, which build() spells otherwise, were called unknown
+        # scheduler options, listing only the scheduler's
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "weight_dtype": "fp8", "kv_dtype": "fp8"},
+         "unknown option(s) ['kv_dtype', 'weight_dtype'] (in build(), deployments.csv's kv_dtype is"
+         " kv_cache=, weight_dtype is weights=)"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "replica": 2},
+         "unknown option(s) ['replica'] (did you mean replicas=?): expected build()'s"),
     ],
     ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
          "no-fp4-on-mi300x", "too-large", "kv-memory-basis", "kv-reservation", "tp-fraction", "tp64",
-         "replicas0", "kv-memory-fraction", "negative-overhead", "negative-latency"],
+         "replicas0", "kv-memory-fraction", "negative-overhead", "negative-latency", "csv-column-names",
+         "misspelt-option"],
 )
 def test_build_rejects_bad_requests(catalog, kwargs, named):
     with pytest.raises(CatalogError) as info:
