@@ -12,6 +12,7 @@ where a name belongs) and reports each mismatch as a problem line, never a trace
 """
 
 import argparse
+import json
 import os
 import sys
 from dataclasses import replace
@@ -195,11 +196,12 @@ def traces_from() -> str:
 
 
 def _run_config(file: Path | None, json_text: str | None):
-    """The run config as dagster would take it from -c or --config-json: JSON is YAML, so one
-    parser reads both (an error is a yaml.YAMLError either way)."""
+    """The run config as dagster takes it: -c a YAML file, --config-json text by json.loads (not
+    by the YAML parser: YAML 1.1 reads a JSON exponent, 3e2, as text and refuses a tab between
+    tokens, so JSON the run takes would be refused here); empty text is no config, as there."""
     if file is not None:
         return yaml.safe_load(file.read_text())
-    return yaml.safe_load(json_text) if json_text is not None else {}
+    return json.loads(json_text) if json_text else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run_config = _run_config(args.config, args.config_json)
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError, json.JSONDecodeError) as exc:
         where = f"run config {args.config}: not a readable YAML file" if args.config else \
             "run config --config-json: not readable JSON"
         print(f"{where} ({exc})", file=sys.stderr)

@@ -666,3 +666,20 @@ def test_configuration_ok_names_the_trace_folder_and_what_chose_it(tmp_path, mon
     monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(logs))
     code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 0 and f", traces from {logs} (FLEETSPEND_TRACE_DIR), " in out.splitlines()[0]
+
+
+def test_the_preflight_reads_config_json_as_json_as_dagster_does(tmp_path, monkeypatch, capsys):
+    """dagster's --config-json is json.loads'd; the preflight read it as YAML 1.1, which takes a
+    JSON exponent (3e2) for text and refuses a tab between tokens: JSON that the run takes was
+    refused ("timeline_bin_s: '3e2', expected a positive number", or a five-line YAML scanner
+    error), so the README's `preflight && materialize` never materialized."""
+    from pipelines.defs.preflight import main
+
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(tmp_path / "wh" / "w.duckdb"))
+    for text in ('{"ops": {"replayed_fleet": {"config": {"timeline_bin_s": 3e2}}}}',
+                 '{"ops":\t{"replayed_fleet": {"config": {"timeline_bin_s": 300}}}}'):
+        assert main(["--config-json", text]) == 0, capsys.readouterr().err
+        assert "configuration ok" in capsys.readouterr().out
+    assert main(["--config-json", "ops: {}"]) == 2   # YAML, not JSON: dagster refuses it
+    err = capsys.readouterr().err
+    assert err.startswith("run config --config-json: not readable JSON (") and len(err.splitlines()) == 1
