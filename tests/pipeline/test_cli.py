@@ -204,3 +204,14 @@ def test_summary_of_a_warehouse_without_report_tables_says_run_the_demo(tmp_path
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
     assert print_summary() == 1
     assert capsys.readouterr().err == f"fleetspend: {warehouse} has no report tables yet; run `make demo`\n"
+
+
+def test_every_readme_command_block_running_dagster_sets_its_home():
+    """A README block that runs `dagster` without DAGSTER_HOME runs on an ephemeral instance:
+    the run never shows in `make ui` (README "The Dagster UI"). The second calibration command
+    lost its DAGSTER_HOME= when it was split into preflight && materialize."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:bash|sh)\n(.*?)```", readme, re.S)
+    running = [block for block in blocks if "bin/dagster " in block]
+    assert len(running) >= 3
+    assert [block for block in running if "DAGSTER_HOME=" not in block] == []
