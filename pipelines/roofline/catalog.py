@@ -1069,6 +1069,13 @@ def _key_spelling_problems(frame: pl.DataFrame, file: Path) -> list[str]:
     return problems
 
 
+def _names_listed(names: Iterable) -> str:
+    """The names of a key column, sorted, each once, for a message listing the choices; an empty
+    cell (None) is left out: it is a problem of its own, and None does not sort among strings
+    (a TypeError traceback instead of the problems)."""
+    return ", ".join(sorted({name for name in names if name is not None}))
+
+
 def _check_across_files(frames: dict[str, pl.DataFrame], directory: Path,
                         problems: list[str]) -> None:
     """Add to `problems` what the rows of one file get wrong about another's (a price's GPU, a
@@ -1076,7 +1083,7 @@ def _check_across_files(frames: dict[str, pl.DataFrame], directory: Path,
     gpus, prices = frames.get("gpus"), frames.get("prices")
     if gpus is not None and prices is not None:
         _reject_values(prices, "gpu", directory / "prices.csv",
-                       f"a gpu of {directory / 'gpus.csv'} ({', '.join(sorted(gpus['gpu']))})",
+                       f"a gpu of {directory / 'gpus.csv'} ({_names_listed(gpus['gpu'])})",
                        ~prices["gpu"].is_in(gpus["gpu"].implode()), problems)
     if prices is not None:   # a GPU whose is_default is empty or wrong is named for that alone
         defaults = prices.group_by("gpu", maintain_order=True).agg(
@@ -1103,14 +1110,14 @@ def _check_across_files(frames: dict[str, pl.DataFrame], directory: Path,
             problems.append(
                 f"family of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
                 f" {gpu_row['family']!r}: expected a family of"
-                f" {directory / 'gpu_efficiency.csv'} ({', '.join(sorted(set(families)))}), whose"
+                f" {directory / 'gpu_efficiency.csv'} ({_names_listed(families)}), whose"
                 f" row holds its efficiency factors")
         if (families is not None and gpu_row.get("allreduce_family")
                 and gpu_row["allreduce_family"] not in families):
             problems.append(
                 f"allreduce_family of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
                 f" {gpu_row['allreduce_family']!r}: expected a family of"
-                f" {directory / 'gpu_efficiency.csv'} ({', '.join(sorted(set(families)))}), or"
+                f" {directory / 'gpu_efficiency.csv'} ({_names_listed(families)}), or"
                 f" empty for the GPU's own")
         stored = _kv_cache_dtypes(gpu_row)
         wrong = [d for d in stored if d not in DTYPE_BYTES]

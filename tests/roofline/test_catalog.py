@@ -1110,3 +1110,22 @@ def test_a_price_of_a_gpu_gpus_csv_does_not_have_is_named(copied, default):
     with pytest.raises(CatalogError, match=r"prices.csv, row 'H100-SXM / mine / [^']+':"
                                            r" gpu='H100-SXM': expected a gpu of .*gpus.csv \(a10,"):
         load_catalog(copied)
+
+
+def test_an_empty_gpu_or_family_cell_is_a_problem_not_a_traceback(copied):
+    """A gpus.csv row whose gpu cell is empty (a paste one column off), or a gpu_efficiency.csv
+    row whose family is, crashed the load with TypeError sorting the names it lists (None among
+    them), in the preflight and in every run, where deployments.csv's empty name is one line."""
+    gpus, efficiency = copied / "gpus.csv", copied / "gpu_efficiency.csv"
+    gpus.write_text(gpus.read_text().replace("\nh100-sxm,", "\n,", 1))
+    with pytest.raises(CatalogError) as info:
+        load_catalog(copied)
+    assert "gpus.csv, row (no gpu): gpu is empty: expected a value" in str(info.value)
+    assert "None" not in str(info.value)
+    shutil.copy(load_catalog().file("gpus"), gpus)
+    gpus.write_text(gpus.read_text().replace(",ada,", ",adaa,", 1))
+    efficiency.write_text(efficiency.read_text().replace("\nampere,vllm-2023,", "\n,vllm-2023,", 1))
+    with pytest.raises(CatalogError) as info:
+        load_catalog(copied)
+    assert "gpu_efficiency.csv, row (no family / stack 'vllm-2023'): family is empty" in str(info.value)
+    assert "is 'adaa': expected a family of" in str(info.value) and "None" not in str(info.value)
