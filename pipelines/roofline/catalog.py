@@ -823,20 +823,23 @@ def _reject_values(frame: pl.DataFrame, column: str, file: Path, expected: str,
 
 
 # deployments.csv's columns that Catalog.build spells otherwise.
-BUILD_SPELLINGS = {"weight_dtype": "weights", "kv_dtype": "kv_cache", "net_one_way_s": "network",
-                   "net_bytes_per_token": "network", "net_bandwidth_bytes_per_s": "network"}
+BUILD_SPELLINGS = {"deployment": "name", "weight_dtype": "weights", "kv_dtype": "kv_cache",
+                   "net_one_way_s": "network", "net_bytes_per_token": "network",
+                   "net_bandwidth_bytes_per_s": "network"}
 
 
 def _build_option_hint(unknown: set[str]) -> str:
     """For Catalog.build's unknown keywords: the parameter a deployments.csv column name is
-    spelt as (weight_dtype is weights=), else the closest parameter or scheduler option. They
-    were all called unknown scheduler options, listing the scheduler's alone."""
+    spelt as (weight_dtype is weights=), and for the others the closest parameter or scheduler
+    option, both where a call has both. They were all called unknown scheduler options, listing
+    the scheduler's alone."""
     spelt = [f"{key} is {BUILD_SPELLINGS[key]}=" for key in sorted(unknown) if key in BUILD_SPELLINGS]
-    if spelt:
-        return f" (in build(), deployments.csv's {', '.join(spelt)})"
     choices = [*_build_parameters(), *(f.name for f in fields(Scheduler))]
-    close = [match for key in sorted(unknown) for match in difflib.get_close_matches(key, choices, n=1)]
-    return f" (did you mean {', '.join(f'{name}=' for name in close)}?)" if close else ""
+    close = [match for key in sorted(unknown - set(BUILD_SPELLINGS))
+             for match in difflib.get_close_matches(key, choices, n=1)]
+    hints = ([f"in build(), deployments.csv's {', '.join(spelt)}"] if spelt else []) + (
+        [f"did you mean {', '.join(f'{name}=' for name in close)}?"] if close else [])
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def _build_parameters() -> list[str]:

@@ -146,11 +146,18 @@ def test_build_ad_hoc_and_fp8_halves_weights(catalog):
          " kv_cache=, weight_dtype is weights=)"),
         ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "replica": 2},
          "unknown option(s) ['replica'] (did you mean replicas=?): expected build()'s"),
+        # a column name beside a misspelling: the misspelling kept its hint; deployments.csv's
+        # key column is build()'s name=
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "weight_dtype": "fp8", "replica": 2},
+         "unknown option(s) ['replica', 'weight_dtype'] (in build(), deployments.csv's weight_dtype"
+         " is weights=; did you mean replicas=?): expected"),
+        ({"model": "llama-3.1-8b", "gpu": "h100-sxm", "deployment": "mine"},
+         "unknown option(s) ['deployment'] (in build(), deployments.csv's deployment is name=)"),
     ],
     ids=["model", "gpu", "dtype", "kv-dtype", "tp0", "scheduler-option", "price-plan",
          "no-fp4-on-mi300x", "too-large", "kv-memory-basis", "kv-reservation", "tp-fraction", "tp64",
          "replicas0", "kv-memory-fraction", "negative-overhead", "negative-latency", "csv-column-names",
-         "misspelt-option"],
+         "misspelt-option", "column-and-misspelt", "deployment-column"],
 )
 def test_build_rejects_bad_requests(catalog, kwargs, named):
     with pytest.raises(CatalogError) as info:
