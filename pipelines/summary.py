@@ -84,10 +84,8 @@ READS = _union(
      "request_stages": ("deployment", "scenario")},  # sql/report_prices.sql
     {"trace_files": ("file", "rows_accepted", "ingested_at", "sha256"),
      "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
-    {"trace_files": ("file", "rows_read", "rows_accepted"),
-     "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_unusable_files.sql
     {"trace_files": ("file", "rows_read", "rows_accepted", "rows_rejected"),
-     "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_rejected_rows.sql
+     "rejected_requests": ("source_file", "line", "reason")},  # sql/summary_incomplete_files.sql
     {"trace_files": ("sha256", "file", "rows_read", "trace"),
      "requests": ("trace", "arrival_s", "arrival_ts", "prompt_tokens", "output_tokens", "cached_tokens",
                   "model", "tenant", "observed_ttft_s", "observed_e2e_s")},  # sql/duplicate_trace_files.sql
@@ -182,8 +180,7 @@ def main(top: int = 10) -> int:
             prices = run_sql(conn, "report_prices").fetchall()
             ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
             failed = run_sql(conn, "summary_failed_files").fetchall()
-            unusable = run_sql(conn, "summary_unusable_files").fetchall()
-            rejected = run_sql(conn, "summary_rejected_rows").fetchall()
+            incomplete = run_sql(conn, "summary_incomplete_files").fetchall()
             duplicates = duplicate_lines(conn)
             unserved = run_sql(conn, "summary_unserved_requests").fetchall()
             other_models = other_model_lines(conn)
@@ -191,8 +188,8 @@ def main(top: int = 10) -> int:
     except duckdb.Error as exc:  # not a DuckDB file, or held by another process
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
-    _print_summary(path, tables, caveats, ingested, failed, unusable, rejected, duplicates,
-                   unserved, other_models, calibrated, top, prices)
+    _print_summary(path, tables, caveats, ingested, failed, incomplete, duplicates, unserved,
+                   other_models, calibrated, top, prices)
     return 0
 
 
@@ -215,19 +212,20 @@ def _failed_lines(failed: list[tuple]) -> list[str]:
 
 
 def _unusable_lines(unusable: list[tuple]) -> list[str]:
-    """One item per row of sql/summary_unusable_files.sql: a file that ingested but gave no row
-    to the figures (its format changed upstream, say, and every line is now rejected), with
-    its first rejected line and reason; the run and its balance check both pass on it."""
+    """One item per row of sql/summary_incomplete_files.sql with no accepted row: a file that
+    ingested but gave no row to the figures (its format changed upstream, say, and every line
+    is now rejected), with its first rejected line and reason; the run and its balance check
+    both pass on it."""
     return [f"- {file}: {rows:,} rows read, none usable, e.g. line {line}: {reason}" if rows else
             f"- {file}: no data row (a header alone, or blank lines)"
-            for file, rows, line, reason in unusable]
+            for file, rows, _, _, line, reason in unusable]
 
 
 def _rejected_lines(rejected: list[tuple]) -> list[str]:
-    """One item per row of sql/summary_rejected_rows.sql: a file that is in the figures without
-    some of its rows, with its first rejected line and reason."""
+    """One item per row of sql/summary_incomplete_files.sql with accepted rows: a file that is
+    in the figures without some of its rows, with its first rejected line and reason."""
     return [f"- {file}: {rows_rejected:,} of {rows_read:,} rows rejected, e.g. line {line}: {reason}"
-            for file, rows_read, rows_rejected, line, reason in rejected]
+            for file, rows_read, _, rows_rejected, line, reason in rejected]
 
 
 def _pct(x: float | None) -> str:
@@ -278,10 +276,9 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
 
 
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
-                   ingested: set[str], failed: list[tuple], unusable: list[tuple],
-                   rejected: list[tuple], duplicates: list[str], unserved: list[tuple],
-                   other_models: list[str], calibrated: list[tuple], top: int,
-                   prices: list[tuple]) -> None:
+                   ingested: set[str], failed: list[tuple], incomplete: list[tuple],
+                   duplicates: list[str], unserved: list[tuple], other_models: list[str],
+                   calibrated: list[tuple], top: int, prices: list[tuple]) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one. `prices`: rows of
     sql/report_prices.sql, the deployment replayed and its price, said as the report says them
@@ -289,6 +286,8 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     if failed:
         print(f"\n== Trace files the last ingest could not read: {len(failed)} ==")
         print("\n".join(_failed_lines(failed)))
+    unusable = [row for row in incomplete if row[2] == 0]   # rows_accepted: none in the figures
+    rejected = [row for row in incomplete if row[2] > 0]
     if unusable:
         print(f"\n== Trace files with no row in the figures: {len(unusable)} ==")
         print("\n".join(_unusable_lines(unusable)))
