@@ -136,15 +136,21 @@ def first_line(plain: Path, shown: Path, expected: str) -> tuple[int, str]:
     """The 1-based number and text of the first non-blank line (a header, or a first record).
     Lines end at LF (a CRLF's CR is dropped); a file whose lines end in a bare CR (a classic-Mac
     export) would be one line, its header run into its rows, so it is refused, saying so."""
-    for number, text in enumerate(head_text(plain, shown, expected).split("\n"), start=1):
+    head = head_text(plain, shown, expected)
+    lines = head.split("\n")
+    for number, text in enumerate(lines, start=1):
         if text.strip():
             line = text.removesuffix("\r")
             joined = line.strip().count("\r") + 1
             if joined > 1:
+                # a last line of a full 64 KiB head goes on past it: the count is of the head alone
+                cut = number == len(lines) and len(head.encode()) >= HEAD_BYTES - 6
+                count = (f"more than {joined - 1:,} lines joined by bare CRs in its first 64 KiB" if cut
+                         else f"{joined:,} lines joined by bare CRs")
                 raise TraceFormatError(
                     f"{shown}: its lines end in a bare carriage return (CR, as a classic-Mac \"CSV"
                     f" (Macintosh)\" export writes); expected LF or CRLF line endings (line {number} is"
-                    f" {joined} lines joined by bare CRs)")
+                    f" {count})")
             return number, line
     raise TraceFormatError(f"{shown}: no line in the first 64 KiB; expected {expected}")
 

@@ -82,6 +82,16 @@ def test_not_a_trace(tmp_path, name, content, fmt, message):
     assert text.startswith(str(path)) and message in text and "\n" not in text
 
 
+def test_a_long_bare_cr_log_is_not_given_the_count_of_its_first_64_kib_as_its_lines(tmp_path):
+    """A bare-CR log is read 64 KiB at a time for its first line: a 20,001-line Azure CSV was
+    'line 1 is 1882 lines joined by bare CRs', the count of the head alone, said as the file's."""
+    rows = "".join(f"2023-11-16 18:15:{i % 60:02d}.0000000,{i % 900 + 1},10\r" for i in range(20_000))
+    path = write(tmp_path / "mac.csv", f"{HEADER}\r{rows}")
+    with pytest.raises(TraceFormatError, match=r"\(line 1 is more than 1,8\d\d lines joined by bare CRs"
+                                               r" in its first 64 KiB\)$"):
+        read_trace(path)
+
+
 def test_truncated_gzip_and_corrupt_zstd(tmp_path):
     body = f"{HEADER}\n" + "".join(f"2023-11-16 18:17:{i:02d}.0000000,{i + 1},2\n" for i in range(50))
     packed = gzip.compress(body.encode())
