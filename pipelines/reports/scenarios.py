@@ -307,7 +307,7 @@ def _changes(baseline: Deployment, s: Scenario) -> list[str]:
     share = s.cached_share
     if share is not None:
         parts.append("prefix cache off" if share == 0 else
-                     f"an assumed {100 * share:.3g}% of each prompt served from the prefix cache")
+                     f"an assumed {100 * share:g}% of each prompt served from the prefix cache")
     if s.output_cap is not None:
         parts.append(f"outputs capped at {s.output_cap:,} tokens")
     return parts

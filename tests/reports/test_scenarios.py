@@ -240,9 +240,10 @@ def test_the_change_is_said_in_the_baselines_own_numbers(catalog, baseline):
     assert on_demo["output-cap-256"] == "outputs capped at 256 tokens"
     # the share as given, not rounded to a whole percent (0.125 read "an assumed 12%")
     assert [change_text(baseline, Scenario("s", "", prefix_cache=share))
-            for share in ("0.125", "0.005")] == [
+            for share in ("0.125", "0.005", "0.12345")] == [
         "an assumed 12.5% of each prompt served from the prefix cache",
-        "an assumed 0.5% of each prompt served from the prefix cache"]
+        "an assumed 0.5% of each prompt served from the prefix cache",
+        "an assumed 12.345% of each prompt served from the prefix cache"]
     seed = catalog.deployment("seed-example")
     assert change_text(seed, shipped["replicas-2"]) == "replicas 1 → 2; 1 → 2 GPUs per trace"
     assert change_text(seed, shipped["h200"]) == "GPU a100-80gb-sxm → h200-sxm"
