@@ -178,8 +178,9 @@ def _row_problems(s: Scenario, names: list[str]) -> list[str]:
     """What is wrong with one scenario row whatever the baseline (`names`: every row's name)."""
     problems = []
     if s.scenario is None or not _NAME.match(s.scenario) or s.scenario == "baseline":
-        problems.append(f"scenario name {s.scenario!r} must be lower-case letters, digits, '-',"
-                        f" '_' or '.', and not 'baseline'")
+        named = "is empty" if s.scenario is None else f"{s.scenario!r}"
+        problems.append(f"scenario name {named}: expected lower-case letters, digits, '-', '_' or"
+                        f" '.', and not 'baseline'")
     elif names.count(s.scenario) > 1:
         problems.append(f"scenario {s.scenario!r} appears more than once")
     for label in ("tp", "replicas", "max_seqs", "output_cap"):

@@ -74,6 +74,7 @@ def _write(tmp_path: Path, rows: list[str], header: str = ",".join(COLUMNS)) -> 
     (["a,x,,,,,,,,,", "a,y,,,,,,,,,"], "appears more than once"),
     (["baseline,x,,,,,,,,,"], "not 'baseline'"),
     (["Big Name,x,,,,,,,,,"], "lower-case"),
+    ([",x,,,,,,,,,"], "scenario name is empty: expected lower-case"),   # was "name None must be"
     (["a,x,,,,,,,1.5,,"], "prefix_cache='1.5'"),
     (["a,x,,,,,,,sometimes,,"], "prefix_cache='sometimes'"),
     (["a,x,,,,,0,,,,"], "replicas=0"),
