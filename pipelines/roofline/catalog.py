@@ -1125,7 +1125,9 @@ def _check_across_files(frames: dict[str, pl.DataFrame], directory: Path,
         stored = _kv_cache_dtypes(gpu_row)
         wrong = [d for d in stored if d not in DTYPE_BYTES]
         if wrong or not stored:
+            cell = gpu_row["kv_cache_dtypes"]
+            said = repr(cell) if isinstance(cell, str) and cell.strip() else "empty"
             problems.append(
                 f"kv_cache_dtypes of {gpu_row['gpu']} in {directory / 'gpus.csv'} is"
-                f" {gpu_row['kv_cache_dtypes']!r}: expected the `;`-separated dtypes of"
+                f" {said}: expected the `;`-separated dtypes of"
                 f" {', '.join(DTYPE_BYTES)} that serving engines store a KV cache in on it")

@@ -775,10 +775,11 @@ def _set_gpu_cell(copied, gpu: str, column: str, value: str | None) -> None:
                       .otherwise(column).alias(column)).write_csv(copied / "gpus.csv")
 
 
-@pytest.mark.parametrize("listed", ["fp8;fp9", None], ids=["unknown-dtype", "empty"])
-def test_kv_cache_dtypes_must_name_dtypes(copied, listed):
+@pytest.mark.parametrize(("listed", "said"), [("fp8;fp9", "'fp8;fp9'"), (None, "empty")],
+                         ids=["unknown-dtype", "empty"])   # an empty cell was said to be None
+def test_kv_cache_dtypes_must_name_dtypes(copied, listed, said):
     _set_gpu_cell(copied, "l4", "kv_cache_dtypes", listed)
-    with pytest.raises(CatalogError, match=r"kv_cache_dtypes of l4 in .*gpus.csv is .*: expected"
+    with pytest.raises(CatalogError, match=rf"kv_cache_dtypes of l4 in .*gpus.csv is {said}: expected"
                                            r" the `;`-separated dtypes of bf16, fp16, fp8, int8,"
                                            r" fp4 that serving engines"):
         load_catalog(copied)
