@@ -462,7 +462,10 @@ class Catalog:
             fitting = self._fitting_choices(deployment, m)
             raise CatalogError(
                 f"{model} weights ({deployment.weight_bytes_per_gpu / 2**30:.1f} GiB"
-                f" per GPU at tp={tp}, {weights}) leave no room for a KV cache in"
+                f" per GPU at tp={tp}, {weights}) and activations"
+                f" ({deployment.activation_bytes_per_gpu / 2**30:.1f} GiB for"
+                f" max_batched_tokens={deployment.scheduler.max_batched_tokens})"
+                f" leave no room for a KV cache in"
                 f" {deployment.scheduler.kv_memory_fraction:.0%} of {g['memory_gib']} GiB on {gpu}"
                 f" ({deployment.scheduler.kv_memory_basis} memory basis);"
                 f" choices that fit: {fitting or 'none on this GPU'}"

@@ -308,6 +308,17 @@ def test_weights_larger_than_memory_name_what_fits(catalog):
         catalog.build(model="deepseek-v3", gpu="l4")
 
 
+def test_no_room_for_kv_names_the_activations_of_max_batched_tokens(catalog):
+    """Llama-3.1-70B at tp 2 on H100s fits at the default 8,192-token step, not at 131,072 (a
+    non-chunked engine's whole context): the message must say that the step's activations, not
+    the weights alone, leave no room, or a user is sent to change the tp or dtype instead."""
+    catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2)
+    with pytest.raises(CatalogError) as info:
+        catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=2, max_batched_tokens=131072)
+    assert "and activations (15.0 GiB for max_batched_tokens=131072) leave no room" in str(
+        info.value)
+
+
 def test_capacity_uses_driver_reported_gib(catalog):
     d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
     assert d.gpu.memory_gb == 80 and d.gpu.memory_gib == pytest.approx(79.65)
