@@ -541,6 +541,9 @@ class Deployment:
             "weight_dtype": self.weight_dtype,
             "kv_dtype": self.kv_dtype,
             "weight_bytes_per_gpu": self.weight_bytes_per_gpu,
+            # what a step reads of them (W(tokens), step.py): not the held embedding table
+            "shared_weight_bytes_read_per_gpu": float(self.coefficients[step.SHARED_WEIGHT_BYTES]),
+            "expert_weight_bytes_per_gpu": float(self.coefficients[step.EXPERT_WEIGHT_BYTES]),
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token,
             "flops_per_token_per_gpu": self.flops_per_token,
             "lm_head_flops_per_sequence_per_gpu": self.flops_per_sequence,

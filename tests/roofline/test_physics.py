@@ -418,3 +418,37 @@ def test_graph_sizes_stop_at_the_largest_batch_a_decode_step_can_have(catalog):
     assert d.decode_step_s(290, 290 * 1000) < catalog.build(
         model="llama-3.1-8b", gpu="h100-sxm", graph_batch_sizes=ladder, max_seqs=4096
     ).decode_step_s(290, 290 * 1000)   # 290 runs as 300, not as 512
+
+
+def _step_from_row(row: dict, experts: int, per_token: int, tokens: float, sequences: float,
+                   pairs: float, kv_read: float, kv_written: float) -> float:
+    """One step by docs/physics.md section 1, from `roofline` table columns only (plus the
+    model's expert counts for W(t))."""
+    touched = 1.0 - (1.0 - per_token / experts) ** tokens if experts > 1 else 1.0
+    weights = row["shared_weight_bytes_read_per_gpu"] + row["expert_weight_bytes_per_gpu"] * touched
+    bandwidth = row["effective_bandwidth_gbs"] * 1e9
+    compute = (row["flops_per_token_per_gpu"] * tokens
+               + row["lm_head_flops_per_sequence_per_gpu"] * sequences) / (row["effective_tflops"] * 1e12)
+    gemm = (compute**3 + (weights / bandwidth) ** 3) ** (1 / 3)
+    attn = max(row["attn_flops_per_pair_per_gpu"] * pairs / (row["attention_effective_tflops"] * 1e12),
+               row["kv_bytes_per_token_per_gpu"] * (kv_read + kv_written) / bandwidth)
+    fixed = row["fixed_step_s"] + sequences * row["sequence_overhead_s"]
+    if row["tp"] > 1:
+        fixed += (row["allreduce_s_per_step"]
+                  + tokens * row["allreduce_bytes_per_token"] / (row["allreduce_busbw_gbs"] * 1e9))
+    return gemm + attn + fixed
+
+
+@pytest.mark.parametrize("model, tp", [("llama-3.1-8b", 1), ("mixtral-8x7b", 2)])
+def test_roofline_row_reproduces_the_steps_by_the_documented_formula(catalog, model, tp):
+    """The `roofline` table holds the coefficients the replay uses (README): its columns, put
+    into docs/physics.md section 1, give decode_step_s and prefill_s. The step reads the weights
+    less the embedding table (6.5% of Llama-3.1-8B's bytes), and a mixture's experts only as far
+    as its tokens touch them, so `weight_bytes_per_gpu`, what a GPU holds, is not what it reads."""
+    d = catalog.build(model=model, gpu="h100-sxm", tp=tp)
+    row, m = d.as_row(), d.model
+    decode = _step_from_row(row, m.experts, m.experts_per_token, 1, 1, 1024, 1024, 1)
+    assert decode == pytest.approx(row["decode_step_s_batch1_ctx1k"], rel=1e-9)
+    assert decode == pytest.approx(d.decode_step_s(1, 1024), rel=1e-9)
+    prefill = _step_from_row(row, m.experts, m.experts_per_token, 1024, 1, 1024 * 1023 / 2, 0, 1024)
+    assert prefill == pytest.approx(row["prefill_s_1k"], rel=1e-9)
