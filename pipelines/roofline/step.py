@@ -171,7 +171,7 @@ def step_cost(
         compute_bound_part += attn_compute
     memory_bound_part = core - compute_bound_part
     fixed_s = coef[STEP_OVERHEAD_S] + sequences * coef[SEQUENCE_OVERHEAD_S]
-    if coef[ALLREDUCE_LATENCY_S] > 0.0:
+    if coef[ALLREDUCE_BYTES_PER_TOKEN] > 0.0:   # tp > 1, whatever the latency (which may be 0)
         fixed_s += coef[ALLREDUCE_LATENCY_S] + tokens * coef[ALLREDUCE_BYTES_PER_TOKEN] / coef[
             LINK_BANDWIDTH
         ]

@@ -3,6 +3,8 @@ all-reduce, MoE ridge, max-load throughput, parallelism and memory errors, servi
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pipelines.roofline import CatalogError, load_catalog
@@ -452,3 +454,17 @@ def test_roofline_row_reproduces_the_steps_by_the_documented_formula(catalog, mo
     assert decode == pytest.approx(d.decode_step_s(1, 1024), rel=1e-9)
     prefill = _step_from_row(row, m.experts, m.experts_per_token, 1024, 1, 1024 * 1023 / 2, 0, 1024)
     assert prefill == pytest.approx(row["prefill_s_1k"], rel=1e-9)
+
+
+def test_allreduce_bytes_are_charged_without_a_latency(catalog):
+    """fixed_s = ... + [tp > 1] * (A_lat + tokens * A_bytes / B_link) (docs/physics.md section 1):
+    a catalog whose gpu_efficiency.csv row sets allreduce_latency_s = 0 (which its checks allow)
+    still sends the activations over the links. The step tested the latency for tp > 1, so a
+    tp 8 Llama-3.1-70B prefill of 8,000 tokens lost its 0.1 s of all-reduce transfer."""
+    d = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=8)
+    free = replace(d, efficiency=replace(d.efficiency, allreduce_latency_s=0.0))
+    coef = d.coefficients
+    transfer = 8000 * coef[step.ALLREDUCE_BYTES_PER_TOKEN] / coef[step.LINK_BANDWIDTH]
+    assert transfer > 0.05
+    assert d.prefill_s(8000) - free.prefill_s(8000) == pytest.approx(
+        coef[step.ALLREDUCE_LATENCY_S], rel=1e-9)
