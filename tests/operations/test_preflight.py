@@ -136,7 +136,7 @@ def _scenarios(tmp_path, monkeypatch, row: str) -> None:
 @pytest.mark.parametrize("row, expected", [
     ('h300,"a GPU that does not exist",h300-sxm,,,,,,,,x', "scenario 'h300': unknown gpu 'h300-sxm'"),
     ('fewer,"negative replicas",,,,,-2,,,,x', "replicas=-2, expected a whole number >= 1"),
-    ('"bad; name","a hostile name",,,,,,,,,x', "scenario name 'bad; name' must be lower-case"),
+    ('"bad; name","a hostile name",,,,,,,,,x', "scenario name 'bad; name': expected lower-case"),
     ('spot,"a plan no GPU has",,,,,,,,,x,runpod,spott',
      "line 12, scenario 'spot': price_provider='runpod', price_plan='spott':"),
 ])
