@@ -35,7 +35,11 @@ class PublishedWarehouse(DuckDBResource):
     _unavailable: str | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._run = context if context.run is not None else None
+        # `dagster job execute` sets the resources up once more after the run has ended (to load
+        # outputs from its result): not the start of a run, so no preflight. Its preflight found
+        # a lock the run had just given up on overdue, and ended the CLI in a traceback.
+        finished = context.run is not None and context.run.is_finished
+        self._run = context if context.run is not None and not finished else None
         self._unavailable = None
         if self._run is None:
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 
 import dagster as dg
 import duckdb
@@ -183,3 +184,43 @@ def test_an_asset_materialized_alone_before_its_upstream_says_what_to_materializ
     assert error.cls_name == "Failure" and error.cause is None
     assert f"the warehouse {warehouse} has no table {missing}, which this step reads: materialize" \
            f" {first} and the assets upstream of it first (or run the nightly job)" in error.message
+
+
+def _numbers_job_of_the_environment():
+    """The `numbers` job on the warehouse FLEETSPEND_WAREHOUSE names: reconstructable, as the
+    job `dagster job execute` runs."""
+    job = dg.define_asset_job("numbers_and_report", executor_def=dg.in_process_executor)
+    defs = dg.Definitions.merge(_defs(os.environ["FLEETSPEND_WAREHOUSE"], 2, None),
+                                dg.Definitions(jobs=[job]))
+    return defs.resolve_job_def("numbers_and_report")
+
+
+def test_a_run_that_gave_up_waiting_ends_the_cli_with_its_line_not_a_traceback(tmp_path, monkeypatch):
+    """`dagster job execute` sets the resources up once more after the run has ended (to load
+    outputs from its result). That ran the preflight again, which by then found the holder
+    overdue: the CLI ended in a Python traceback (DagsterResourceFunctionError, 'configuration
+    problem(s), nothing was run') after a run that had run and failed with its one line."""
+    warehouse = tmp_path / "wh" / "fleetspend.duckdb"
+    assert _run(warehouse, 1)
+    lock = publish.private_dir(warehouse) / "lock"
+    wait = publish.Workspace._wait_for
+
+    def gives_up_after_an_hour(workspace, fd):
+        try:
+            wait(workspace, fd)
+        finally:  # as if the wait had lasted its bound: the live holder is overdue now
+            lock.write_text(str(os.getpid()))
+            os.utime(lock, (time.time() - 3600,) * 2)
+
+    monkeypatch.setattr(publish.Workspace, "_wait_for", gives_up_after_an_hour)
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    monkeypatch.setenv("FLEETSPEND_LOCK_WAIT_S", "0.2")
+    with open(lock) as held:  # another run's lock
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with dg.DagsterInstance.ephemeral() as instance:
+            with dg.execute_job(dg.reconstructable(_numbers_job_of_the_environment),
+                                instance=instance, raise_on_error=False) as result:
+                assert not result.success
+    [failure] = result.get_step_failure_events()
+    assert "gave up after waiting" in failure.event_specific_data.error.message
+    assert _published(warehouse) == (1, 10)
