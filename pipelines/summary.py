@@ -291,7 +291,8 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     if unusable:
         print(f"\n== Trace files with no row in the figures: {len(unusable)} ==")
         print("\n".join(_unusable_lines(unusable)))
-        print("(their rejected rows, with reasons: FROM rejected_requests WHERE source_file = ...)")
+        if any(rows_read for _, rows_read, *_ in unusable):   # a header alone rejected none
+            print("(their rejected rows, with reasons: FROM rejected_requests WHERE source_file = ...)")
     if rejected:
         print(f"\n== Trace files with rows rejected: {len(rejected)} ==")
         print("\n".join(_rejected_lines(rejected)))

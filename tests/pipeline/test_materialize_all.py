@@ -326,6 +326,20 @@ def test_summary_names_files_that_ingested_with_no_usable_row(demo_run, tmp_path
     assert out.index("no row in the figures") < out.index("$")
 
 
+def test_summary_points_no_header_only_file_to_rejected_rows(demo_run, tmp_path, monkeypatch,
+                                                               capsys):
+    """A file holding a header alone rejected no row: the summary sent the reader to
+    rejected_requests for its reasons, where there are none."""
+    empty = "/logs/empty.csv"
+
+    def add_file(conn):
+        conn.execute("INSERT INTO trace_files (file, trace, rows_read, rows_accepted, rows_rejected)"
+                     " VALUES (?, 'empty', 0, 0, 0)", [empty])
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, add_file)
+    assert f"- {empty}: no data row (a header alone, or blank lines)\n" in out
+    assert "rejected_requests" not in out
+
+
 
 def test_summary_names_files_in_the_figures_without_some_rows(demo_run, tmp_path, monkeypatch,
                                                                capsys):
