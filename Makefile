@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/python -m pip install -q --disable-pip-version-check -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
 
-# Dagster's instance settings: no usage telemetry (and no banner asking about it on every run).
+# Dagster's instance settings: no usage telemetry (and no banner asking about it on every run);
+# the preflight writes the same into a DAGSTER_HOME it makes (pipelines/defs/preflight.py).
 $(DAGSTER_HOME)/dagster.yaml:
 	mkdir -p $(DAGSTER_HOME)
 	printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml

@@ -161,9 +161,20 @@ def _setting_problems(warehouse: Path) -> list[str]:
     if home and not Path(home).expanduser().is_absolute():
         problems.append(f"DAGSTER_HOME={home}: a relative path; expected an absolute one, as Dagster"
                         f" requires (e.g. DAGSTER_HOME=$PWD/{home})")
-    elif home and (problem := writable_folder(f"DAGSTER_HOME={home}", Path(home).expanduser())):
-        problems.append(problem)
+    elif home:
+        folder = Path(home).expanduser()
+        fresh = not folder.exists()
+        if problem := writable_folder(f"DAGSTER_HOME={home}", folder):
+            problems.append(problem)
+        elif fresh:
+            (folder / "dagster.yaml").write_text(DAGSTER_YAML)
     return problems
+
+
+# The instance settings of a DAGSTER_HOME the preflight makes, as the Makefile writes them for
+# `make demo` and `make ui`: no usage telemetry (nor its banner and Dagster's missing-dagster.yaml
+# warning in every cron log). Only a home it made: an existing one may be someone's.
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 
 
 def check_run(warehouse: Path, run_config) -> list[str]:

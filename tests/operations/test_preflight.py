@@ -516,6 +516,24 @@ def test_a_fresh_dagster_home_is_made_so_the_cron_line_runs(tmp_path, monkeypatc
     assert f"- DAGSTER_HOME={tmp_path / 'plain' / 'home'}: {tmp_path / 'plain'} is not a folder" in err
 
 
+def test_a_dagster_home_the_preflight_makes_has_no_usage_telemetry(tmp_path, monkeypatch, capsys):
+    """The home the cron line's preflight made had no dagster.yaml, so a clone run only from
+    cron sent Dagster usage telemetry and logged its banner and a missing-configuration warning
+    at every run, where `make demo` and `make ui` switch telemetry off. A home that exists,
+    maybe someone's, is left as it is."""
+    home = tmp_path / "fresh" / ".dagster_home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and "configuration ok" in out
+    with dg.DagsterInstance.get() as instance:   # what `dagster job execute` opens next
+        assert not instance.telemetry_enabled
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(mine))
+    code, _, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and not (mine / "dagster.yaml").exists()
+
+
 def test_a_relative_dagster_home_is_named_before_dagster_refuses_it(tmp_path, monkeypatch, capsys):
     """DAGSTER_HOME=.dagster_home: the preflight made the folder and said "configuration ok",
     and `dagster job execute` then stopped with "$DAGSTER_HOME ... must be an absolute path"."""
