@@ -19,13 +19,14 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from datetime import timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from pipelines import settings
+from pipelines.formats.common import sha256_of
 from pipelines.formats.source import UNREAD_KINDS, folder_mark, trace_files, unread_files
 from pipelines.ingest_folder import duplicate_lines
 from pipelines.preflight import warehouse_problem
@@ -178,7 +179,8 @@ def main(top: int = 10) -> int:
             tables = ReportTables.read(conn)
             caveats = run_sql(conn, "report_caveats").fetchall()
             prices = run_sql(conn, "report_prices").fetchall()
-            ingested = {file for (file,) in conn.sql("SELECT file FROM trace_files").fetchall()}
+            ingested = {file: (at, sha256) for file, at, sha256 in
+                        conn.sql("SELECT file, ingested_at, sha256 FROM trace_files").fetchall()}
             failed = run_sql(conn, "summary_failed_files").fetchall()
             incomplete = run_sql(conn, "summary_incomplete_files").fetchall()
             duplicates = duplicate_lines(conn)
@@ -275,8 +277,33 @@ def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
             for f in trace_files(folder) if str(f) not in known]
 
 
+def _stale_since(ingested: Mapping[str, tuple[datetime, str]],
+                 failed: set[str]) -> tuple[list[Path], list[Path]]:
+    """Files the warehouse holds rows of that their folder no longer has (removed) or has with
+    other content (changed), the failed ones aside (listed with their error): the figures below
+    show the version ingested until the next run reads the folder again. Only a file modified
+    after its rows were written is hashed: a file touched but not changed keeps its old rows and
+    time (the ingest skips it by content), and is not called changed on every run after. A file
+    whose whole folder is gone is not listed: the warehouse is being read away from its logs,
+    and every file would be called removed."""
+    removed, changed = [], []
+    for file, (ingested_at, sha256) in sorted(ingested.items()):
+        path = Path(file)
+        if file in failed or not path.parent.is_dir():
+            continue
+        try:
+            modified = path.stat().st_mtime
+        except FileNotFoundError:
+            removed.append(path)
+            continue
+        if (ingested_at is not None and modified > ingested_at.timestamp()
+                and sha256_of(path) != sha256):
+            changed.append(path)
+    return removed, changed
+
+
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
-                   ingested: set[str], failed: list[tuple], incomplete: list[tuple],
+                   ingested: dict[str, tuple[datetime, str]], failed: list[tuple], incomplete: list[tuple],
                    duplicates: list[str], unserved: list[tuple], other_models: list[str],
                    calibrated: list[tuple], top: int, prices: list[tuple]) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
@@ -314,12 +341,22 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print("\n".join(f"- {line}" for line in other_models))
         print("(replay such a log on a deployment of the model it names: FLEETSPEND_DEPLOYMENT,"
               " or the replay config's deployment)")
-    missing = _added_since(ingested, {file for file, *_ in failed})
+    failed_files = {file for file, *_ in failed}
+    missing = _added_since(set(ingested), failed_files)
     if missing:
         folders = ", ".join(sorted({str(f.parent) for f in missing}))
         print(f"\n== Not in the warehouse yet: {len(missing)} file(s) of {folders} ==\n"
               f"{', '.join(f.name for f in missing)}\n(added since the last ingest; the next run"
               f" reads them)")
+    removed, changed = _stale_since(ingested, failed_files)
+    if changed:
+        print(f"\n== Changed since the last ingest: {len(changed)} file(s) ==\n"
+              f"{', '.join(str(f) for f in changed)}\n(the figures below show the version ingested;"
+              f" the next run reads them again)")
+    if removed:
+        print(f"\n== Gone from the folder: {len(removed)} file(s) ==\n"
+              f"{', '.join(str(f) for f in removed)}\n(the figures below still hold their rows;"
+              f" the next run removes them)")
     unread = [f for folder in sorted({Path(file).parent for file in ingested})
               for f in unread_files(folder)]
     if unread:

@@ -14,6 +14,7 @@ import pytest
 
 from pipelines import summary
 from pipelines.definitions import defs
+from pipelines.formats.common import sha256_of
 from pipelines.ingest_store import record_failures
 from pipelines.reports.text import CHARTS, ReportTables, headline_facts, report_markdown
 from pipelines.warehouse import run_sql, scalar
@@ -359,6 +360,35 @@ def test_summary_names_files_in_the_figures_without_some_rows(demo_run, tmp_path
             f" e.g. line 7: GeneratedTokens is -3: a token count cannot be negative\n") in out
     assert out.index("rows rejected") < out.index("$")
     assert "no row in the figures" not in out
+
+
+def test_summary_names_files_modified_or_gone_since_the_last_ingest(demo_run, tmp_path,
+                                                                    monkeypatch, capsys):
+    """Rows appended to an ingested log, or a log removed, leave the figures on the version
+    ingested until the next run: the summary named only files added since, so it vouched for
+    figures of a folder that had changed. A file touched after its ingest with the same content
+    (which the ingest skips, keeping its old time) is not changed, nor is a file whose whole
+    folder is gone (a warehouse read away from its logs) removed."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    grown, touched, gone = logs / "grown.csv", logs / "touched.csv", logs / "gone.csv"
+    grown.write_text("appended after the ingest\n")
+    touched.write_text("as ingested\n")
+    elsewhere = "/no/such/folder/x.csv"
+
+    def add_files(conn):
+        conn.execute("INSERT INTO trace_files (file, trace, rows_read, rows_accepted, rows_rejected,"
+                     " ingested_at, sha256) VALUES"
+                     " (?, 'grown', 1, 1, 0, TIMESTAMPTZ '2026-01-01 00:00:00+00', 'before'),"
+                     " (?, 'touched', 1, 1, 0, TIMESTAMPTZ '2026-01-01 00:00:00+00', ?),"
+                     " (?, 'gone', 1, 1, 0, now(), 'x'), (?, 'elsewhere', 1, 1, 0, now(), 'y')",
+                     [str(grown), str(touched), sha256_of(touched), str(gone), elsewhere])
+    out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, add_files)
+    assert f"\n== Changed since the last ingest: 1 file(s) ==\n{grown}\n" in out
+    assert f"\n== Gone from the folder: 1 file(s) ==\n{gone}\n" in out
+    stale = out.split("== Changed since")[1].split("(the figures below still hold")[0]
+    assert str(touched) not in stale and elsewhere not in stale
+    assert "samples" not in stale   # nor the demo's own logs, unchanged
 
 def test_summary_names_files_with_the_same_content(demo_run, tmp_path, monkeypatch, capsys):
     """A log ingested twice under two names doubles its traffic in the figures below: the
