@@ -38,6 +38,8 @@ LABELS = Labels("end_to_end_latency_s", "number_input_tokens", "number_output_to
                 clock=f"a latency in seconds (0 to {int(MAX_SANE_LATENCY_S)}) to rebuild arrivals from",
                 ttft="ttft_s", e2e="end_to_end_latency_s")
 NEEDED = ("number_input_tokens", "number_output_tokens", "end_to_end_latency_s")
+# how much of a failed request's error_msg its reason quotes
+FAILURE_MSG_CHARS = 80
 STOPPED = ("arrival unknown: element {} before it on the same client has no usable end_to_end_latency_s, "
            "and the closed-loop clock stops there")
 
@@ -67,11 +69,20 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, concurrency:
         failed=pl.col("error_code").is_not_null(),
         ran=e2e > 0,
         failure=pl.concat_str(pl.lit("error_code "), pl.col("error_code").cast(pl.String),
-                              pl.lit(": ") + pl.col("error_msg").cast(pl.String).str.slice(0, 80),
-                              ignore_nulls=True),
+                              _message(pl.col("error_msg")), ignore_nulls=True),
     )
     return finish(_closed_loop(parsed).lazy(), path=shown, fmt=FORMAT, sha256=sha256, labels=LABELS,
                   policies=policies, start_time=start_time)
+
+
+def _message(error_msg: pl.Expr) -> pl.Expr:
+    """': <error_msg>' as a failure reason shows it, or null where the log wrote none (Lepton's and
+    Together's 429 / -1 rows have ""): 'error_code 429: )' read as a message lost. Cut to
+    FAILURE_MSG_CHARS with '...' so a long one (Perplexity's JSON error body) shows it was cut."""
+    msg = error_msg.cast(pl.String).str.strip_chars()
+    cut = pl.when(msg.str.len_chars() > FAILURE_MSG_CHARS).then(
+        msg.str.slice(0, FAILURE_MSG_CHARS) + pl.lit("...")).otherwise(msg)
+    return pl.when(msg != "").then(pl.lit(": ") + cut)
 
 
 def _closed_loop(parsed: pl.DataFrame) -> pl.DataFrame:

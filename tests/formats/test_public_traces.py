@@ -7,6 +7,7 @@ README) run when that folder is present (FLEETSPEND_PUBLIC_TRACES moves it).
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
 import polars as pl
@@ -75,6 +76,22 @@ def test_llmperf_rate_limited_rows_are_rejected():
     assert result.counts["failed_rows"] == 130
     assert result.rejected["reason"].str.starts_with("the request failed (error_code 429").all()
     assert result.rejected["reason"].str.ends_with("and never ran: nothing to replay").all()
+
+
+def test_llmperf_failure_reason_quotes_the_error_message_only_when_there_is_one(tmp_path):
+    """Lepton's 429 rows have an empty error_msg: no 'error_code 429: )' as if a message were lost;
+    Perplexity's JSON error body (its 429 rows in ray-project/llmperf-leaderboard
+    raw_data/individual/perplexity_70b.json, Apache-2.0) is cut with '...', not silently mid-JSON."""
+    lepton = read_trace(PUBLIC / "lepton_7b.json", concurrency=5).rejected["reason"]
+    assert (lepton == "the request failed (error_code 429) and never ran: nothing to replay").all()
+    body = ('{"error":{"message":"Token rate limit exceeded, please try again later.",'
+            '"type":"token_rate_limit_exceeded","code":429}}')
+    record = {"error_code": 429, "error_msg": body, "inter_token_latency_s": 0, "ttft_s": 0,
+              "end_to_end_latency_s": 0, "number_output_tokens": 1, "number_input_tokens": 550}
+    log = tmp_path / "perplexity.json"
+    log.write_text(json.dumps([record]))
+    (reason,) = read_trace(log).rejected["reason"].to_list()
+    assert reason == f"the request failed (error_code 429: {body[:80]}...) and never ran: nothing to replay"
 
 
 def test_llmperf_bedrock_short_outputs_follow_the_failed_policy():
