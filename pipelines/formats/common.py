@@ -72,7 +72,9 @@ COUNTS = ("exact_duplicates", "zero_output_rows", "failed_rows")
 # finds already ingested too. Raise it with any change to what rows a file yields. 2: model
 # and tenant names are stripped in every format (a JSON log kept "team-a "), and a text file
 # with a NUL byte past its first 64 KiB fails (read before with that line cut at the NUL).
-READER_VERSION = 2
+# 3: a Mooncake row with more hash_ids than its prompt fills blocks is rejected (a log of
+# 16-token blocks read at 512 credited each hash as 512 cached tokens).
+READER_VERSION = 3
 
 
 class TraceFormatError(ValueError):

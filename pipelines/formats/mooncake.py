@@ -47,6 +47,17 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=N
         bad=pl.coalesce(pl.col("bad"), pl.when(hashes.is_not_null() & pl.col("prefix_hashes").is_null())
                         .then(pl.format("hash_ids is not a list of integers: '{}'", hashes))),
     )
+    # A prompt of n tokens fills ceil(n / block_tokens) blocks: more hashes than that is a log of
+    # smaller blocks (Bailian's 16) read at Mooncake's 512, whose every hash would be credited as
+    # 512 cached tokens. Refused per row, naming the option, rather than guessing the block size.
+    blocks = pl.col("prefix_hashes").list.len()
+    fills = (pl.col("prompt_tokens") + block_tokens - 1) // block_tokens
+    parsed = parsed.with_columns(
+        bad=pl.coalesce(pl.col("bad"), pl.when(blocks > fills).then(pl.format(
+            "hash_ids holds {} blocks, more than the {} that input_length {} fills at"
+            f" block_tokens={block_tokens}: is block_tokens right? (Mooncake: 512; logs of"
+            " 16-token blocks need block_tokens=16)", blocks, fills, pl.col("prompt_tokens")))),
+    )
     labels = Labels("timestamp", "input_length", "output_length", clock=f"a number of {time_unit}",
                     unit=time_unit)
     return finish(parsed, path=shown, fmt=FORMAT, sha256=sha256, labels=labels, policies=policies,

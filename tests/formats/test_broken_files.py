@@ -1046,3 +1046,20 @@ def test_a_nul_byte_past_the_head_fails_the_file_naming_byte_and_line(tmp_path, 
         read_trace(path)
     assert str(info.value).startswith(f"{path}: binary data, not a text log: a NUL byte at byte"
                                       f" {body.index(0)}, line 2501 (")
+
+
+def test_mooncake_hashes_beyond_the_prompts_blocks_are_a_rejected_row_naming_block_tokens(tmp_path):
+    """A log of 16-token blocks in float seconds (Alibaba Bailian's release of the format) is
+    detected as Mooncake: read at Mooncake's 512 tokens a block, each of a 100-token prompt's 7
+    hashes was credited as 512 cached tokens, without a word. A row with more hashes than its
+    prompt fills blocks is rejected, naming the option; with block_tokens=16 it reads."""
+    path = write(tmp_path / "bailian.jsonl",
+                 '{"timestamp": 1.75, "input_length": 100, "output_length": 10, "hash_ids": [1, 2, 3, 4, 5, 6, 7]}\n'
+                 '{"timestamp": 2.5, "input_length": 600, "output_length": 3, "hash_ids": [8, 9]}\n')
+    result = read_trace(path)
+    assert result.format == "mooncake" and result.rows.height == 1
+    assert result.rejected.select("line", "reason").rows() == [
+        (1, "hash_ids holds 7 blocks, more than the 1 that input_length 100 fills at block_tokens=512:"
+            " is block_tokens right? (Mooncake: 512; logs of 16-token blocks need block_tokens=16)")]
+    right = read_trace(path, time_unit="s", block_tokens=16)
+    assert right.rows.height == 2 and right.rows["arrival_s"].to_list() == [0.0, 0.75]
