@@ -108,6 +108,19 @@ def _usd(amount: float) -> str:
     return f"{whole}.{decimals.ljust(2, '0')}"
 
 
+def _pct(value: float, least: int = 0) -> str:
+    """A share in `least` decimals (the headline's whole percent: 80%), but a share that is not
+    0 or 100 never reads as one: a week-long log of ten requests read "idle GPUs are 100% of the
+    $216.72 the fleet cost" (and "idle 100.0%") beside its busy prefill and decode dollars (idle
+    99.999%). Up to six decimals, as many as it takes; float noise of 100 (a cumulative share)
+    still reads 100."""
+    for decimals in range(least, 7):
+        text = f"{value:.{decimals}f}"
+        if float(text) not in (0.0, 100.0) or value in (0.0, 100.0):
+            return text
+    return f"{value:.{least}f}"
+
+
 def _count(n: int, noun: str) -> str:
     """`n` of `noun` with the noun in the number it takes: 1 request, 2 requests, 28,185 requests
     (a fleet of one request read "1 requests")."""
@@ -157,7 +170,7 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
             f"**{s['trace']}**: {_count(s['requests'], 'request')} over {_duration(s['span_s'])}, "
             f"{s['prompt_tokens']:,} prompt + "
             f"{s['output_tokens']:,} output tokens; {_gpu_hours(s['gpu_hours'])} GPU-hours = "
-            f"${_usd(s['spend_usd'])} (idle {100 * s['idle_share']:.1f}% = ${_usd(s['idle_usd'])}; "
+            f"${_usd(s['spend_usd'])} (idle {_pct(100 * s['idle_share'], 1)}% = ${_usd(s['idle_usd'])}; "
             f"mean batch {s['mean_batch']:,.1f} of max {s['max_seqs']:,}, "
             f"peak KV use {_fmt(100 * s['peak_kv_use'])}%); "
             f"TTFT p50/p95 {s['p50_ttft_s']:.3f}/{s['p95_ttft_s']:.3f} s; "
@@ -344,15 +357,15 @@ def headline_facts(t: ReportTables) -> list[Fact]:
     first = top.row(0, named=True)
     fleet = t.fleet_summary.filter(pl.col("trace") == "all").row(0, named=True)
     facts = [
-        Fact(f"{owner['stage'].capitalize()} owns {owner['pct_spend']:.0f}% of attributed GPU spend",
+        Fact(f"{owner['stage'].capitalize()} owns {_pct(owner['pct_spend'])}% of attributed GPU spend",
              f"stage_breakdown: shape = 'all', stage = '{owner['stage']}', pct_spend"),
         # A sentence on spend names the stage that holds the shape's dollars and what cuts them
         # (cost_stage, cost_lever), not the stage that holds most of its latency (dominant_stage).
-        Fact(f"{_shapes_lead(top3['rank'], top.height)} {top3['cum_pct_spend']:.0f}% of it, "
-             f"led by '{first['shape']}' ({first['pct_spend']:.0f}%, most of its dollars in "
+        Fact(f"{_shapes_lead(top3['rank'], top.height)} {_pct(top3['cum_pct_spend'])}% of it, "
+             f"led by '{first['shape']}' ({_pct(first['pct_spend'])}%, most of its dollars in "
              f"{first['cost_stage']}: {first['cost_lever']})",
              f"shape_spend: rank = {top3['rank']}, cum_pct_spend; rank = 1, pct_spend, cost_stage, cost_lever"),
-        Fact(f"idle GPUs are {100 * fleet['idle_share']:.0f}% of the ${_usd(fleet['spend_usd'])} the fleet cost",
+        Fact(f"idle GPUs are {_pct(100 * fleet['idle_share'])}% of the ${_usd(fleet['spend_usd'])} the fleet cost",
              "fleet_summary: trace = 'all', idle_share, spend_usd"),
     ]
     best = best_scenario(t.what_if)

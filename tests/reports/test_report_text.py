@@ -607,3 +607,21 @@ def test_the_report_says_the_price_its_dollars_are_at():
     plain = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "my-fleet")
     assert ("p", "Deployment replayed: `my-fleet` (the `roofline` table holds its"
                  " coefficients).") in plain
+
+
+def test_a_share_that_is_not_all_or_nothing_never_reads_100_or_0_percent():
+    """Ten requests of a week-long log on one A10: $0.00268 of the $216.72 the fleet cost was
+    busy, and the headline read "idle GPUs are 100%" (the fleet line "idle 100.0%") beside the
+    prefill and decode dollars it splits; a share that is exactly 100 or 0 still reads so."""
+    tables = _tables(_what_if(-8.0, 0.0))
+    week = dataclasses.replace(tables, fleet_summary=tables.fleet_summary.with_columns(
+        idle_share=pl.lit(1 - 0.00268 / 216.72)))
+    assert "idle GPUs are 99.999% of the $100.00 the fleet cost" in headline(week)
+    [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(idle_share=pl.lit(1 - 0.00268 / 216.72)))
+    assert "(idle 99.999% = $0.50;" in line
+    stages = pl.DataFrame({"shape": ["all"] * 2, "stage": ["prefill", "decode"], "pct_spend": [0.3, 99.7]})
+    assert headline(dataclasses.replace(tables, stage_breakdown=stages)).startswith(
+        "Decode owns 99.7% of attributed GPU spend;")
+    assert headline(tables).startswith("Decode owns 80% of attributed GPU spend; all 2 request"
+                                       " shapes are 100% of it, led by 'long prompt / one-line"
+                                       " answer' (60%,")
