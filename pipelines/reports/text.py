@@ -371,7 +371,24 @@ def headline_facts(t: ReportTables) -> list[Fact]:
     best = best_scenario(t.what_if)
     if best is not None:
         facts.append(_lever_fact(best, _spans(t.fleet_summary)))
+    else:
+        facts.extend(_no_lever_fact(t.what_if))
     return facts
+
+
+def _no_lever_fact(what_if: pl.DataFrame) -> list[Fact]:
+    """Why the headline names no lever, where scenarios were replayed: a fleet whose only saving
+    (one replica of three: -$1,104/day) made p95 TTFT 0.302 → 0.411 s read a headline with no
+    word of levers above a table whose first row cuts spend, as if the lever were forgotten.
+    None where nothing was replayed (the what-if section says so) or only a price plan was."""
+    levers = what_if.filter((pl.col("shape") == "all") & pl.col("skipped").is_null() & ~pl.col("price_only"))
+    if not levers.height:
+        return []
+    source = "what_if: shape = 'all', delta_usd_per_day, worst_trace_delta_p95_ttft_s, worst_trace_delta_p95_tpot_s"
+    if levers.filter(pl.col("delta_usd_per_day") < 0).height:
+        return [Fact("no what-if lever cuts busy-GPU spend without making some trace's p95 TTFT or"
+                     " TPOT worse (the what-if table shows what each one trades)", source)]
+    return [Fact("no what-if lever cuts busy-GPU spend", "what_if: shape = 'all', delta_usd_per_day")]
 
 
 def _dollars(amount: float) -> str:
