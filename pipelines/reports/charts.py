@@ -14,7 +14,7 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
-from pipelines.reports.text import ReportTables
+from pipelines.reports.text import CHARTS, ReportTables, what_if_scenarios
 
 STAGE_COLORS = alt.Scale(domain=["queue", "prefill", "decode", "network"],
                          range=["#9d9d9d", "#f58518", "#4c78a8", "#54a24b"])
@@ -168,17 +168,33 @@ def save_chart(chart: alt.TopLevelMixin, directory: Path, stem: str) -> dict[str
     return paths
 
 
+def remove_chart(directory: Path, stem: str) -> None:
+    """Delete the files save_chart writes for `stem`, where an earlier run left them: a chart the
+    tables no longer have data for must not be left on disk looking current."""
+    for suffix in ("png", "html", "json"):
+        (directory / f"{stem}.{suffix}").unlink(missing_ok=True)
+
+
 def load_chart_specs(directory: Path, stems: Iterable[str]) -> dict[str, dict]:
     """The Vega-Lite specs save_chart wrote, by stem; FileNotFoundError names a missing one."""
     return {stem: json.loads((directory / f"{stem}.json").read_text()) for stem in stems}
 
 
+def drawn_stems(t: ReportTables) -> list[str]:
+    """The charts of text.CHARTS these tables have data for: all but the what-if chart when every
+    scenario was skipped (axes without a bar, which the report leaves out, said in its text)."""
+    replayed = what_if_scenarios(t.what_if)[0].height > 0
+    return [stem for stem in CHARTS if stem != "what_if" or replayed]
+
+
 def report_charts(t: ReportTables) -> dict[str, alt.TopLevelMixin]:
-    """Every chart of the report, by the stem its files are saved under (text.CHARTS)."""
-    return {
-        "pareto": pareto_chart(t.shape_spend),
-        "heatmap": heatmap_chart(t.shape_spend),
-        "stage_shares": stage_share_chart(t.stage_breakdown),
-        "timeline": timeline_chart(t.fleet_timeline_minute),
-        "what_if": what_if_chart(t.what_if),
+    """Every chart of the report the tables have data for (drawn_stems), by the stem its files
+    are saved under (text.CHARTS)."""
+    draw = {
+        "pareto": lambda: pareto_chart(t.shape_spend),
+        "heatmap": lambda: heatmap_chart(t.shape_spend),
+        "stage_shares": lambda: stage_share_chart(t.stage_breakdown),
+        "timeline": lambda: timeline_chart(t.fleet_timeline_minute),
+        "what_if": lambda: what_if_chart(t.what_if),
     }
+    return {stem: draw[stem]() for stem in drawn_stems(t)}

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from dagster_duckdb import DuckDBResource
 
-from pipelines.defs.reports.assets import report
+from pipelines.defs.reports.assets import report, report_charts_files
 from pipelines.reports.charts import report_charts
 from pipelines.reports.html import report_html
 from pipelines.reports.text import CHARTS, ReportTables
@@ -56,6 +56,24 @@ def test_report_without_saved_charts_names_what_to_run(copied_run):
     with pytest.raises(dg.Failure, match="what_if.json is missing: materialize report_charts_files"):
         report(duckdb=DuckDBResource(database=str(copied_run / "w.duckdb")))
 
+
+
+def test_with_every_scenario_skipped_no_what_if_chart_is_drawn_or_left_behind(copied_run):
+    """With every what-if scenario skipped, report_charts_files wrote what_if.png / .html / .json
+    as axes without a bar (the report left them out), and a run after a run with scenarios
+    left the earlier chart on disk looking current. Neither is drawn nor kept now, and the
+    report still builds from the charts there are."""
+    warehouse = DuckDBResource(database=str(copied_run / "w.duckdb"))
+    with duckdb.connect(str(copied_run / "w.duckdb")) as conn:
+        conn.execute("UPDATE what_if SET skipped = 'tp=3 cannot split the model'")
+    reports = copied_run / "reports"
+    assert (reports / "what_if.png").is_file()   # the demo's, from a run with scenarios
+    report_charts_files(duckdb=warehouse)
+    assert sorted(p.name for p in reports.glob("what_if.*")) == []
+    assert all((reports / f"{stem}.json").is_file() for stem in CHARTS if stem != "what_if")
+    report(duckdb=warehouse)
+    assert 'id="chart-what_if"' not in (reports / "report.html").read_text()
+    assert "what_if.png" not in (reports / "report.md").read_text()
 
 def test_report_says_how_many_requests_the_replay_set_aside(copied_run):
     """Requests the deployment cannot serve are in no figure: report.md and report.html say so

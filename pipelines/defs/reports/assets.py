@@ -8,7 +8,13 @@ from dagster_duckdb import DuckDBResource
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.ingest_folder import duplicate_lines
-from pipelines.reports.charts import load_chart_specs, report_charts, save_chart
+from pipelines.reports.charts import (
+    drawn_stems,
+    load_chart_specs,
+    remove_chart,
+    report_charts,
+    save_chart,
+)
 from pipelines.reports.html import report_html
 from pipelines.reports.sql_tables import SQL_TABLES, SqlTable
 from pipelines.reports.text import (
@@ -48,9 +54,12 @@ def report_charts_files(duckdb: DuckDBResource) -> dg.MaterializeResult:
     with duckdb.get_connection() as conn:
         tables = ReportTables.read(conn)
     metadata = {}
-    for stem, chart in report_charts(tables).items():
+    charts = report_charts(tables)
+    for stem, chart in charts.items():
         for kind, path in save_chart(chart, settings.reports_dir(), stem).items():
             metadata[f"{stem}_{kind}"] = dg.MetadataValue.path(str(path))
+    for stem in CHARTS.keys() - charts.keys():   # no data this run: no stale chart left behind
+        remove_chart(settings.reports_dir(), stem)
     return dg.MaterializeResult(metadata=metadata)
 
 
@@ -76,7 +85,7 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
     try:  # the charts report_charts_files drew, not drawn again
-        specs = load_chart_specs(directory, CHARTS)
+        specs = load_chart_specs(directory, drawn_stems(tables))
     except FileNotFoundError as exc:
         raise dg.Failure(f"{exc.filename} is missing: materialize report_charts_files first") from None
     md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs},
