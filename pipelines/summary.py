@@ -293,12 +293,13 @@ def _stale_since(ingested: Mapping[str, tuple[datetime, str]],
             continue
         try:
             modified = path.stat().st_mtime
+            if (ingested_at is not None and modified > ingested_at.timestamp()
+                    and sha256_of(path) != sha256):
+                changed.append(path)
         except FileNotFoundError:
             removed.append(path)
+        except OSError:   # unreadable now (permissions, I/O): the next ingest names it as failed
             continue
-        if (ingested_at is not None and modified > ingested_at.timestamp()
-                and sha256_of(path) != sha256):
-            changed.append(path)
     return removed, changed
 
 
