@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -193,6 +194,22 @@ def unserved_sentence(unserved: Sequence[tuple]) -> str | None:
     return (f"**Left out:** {total:,} request(s) ({traces}) were set aside, not replayed, because"
             f" the deployment cannot serve them (e.g. {request_id}, which {reason}); every figure"
             f" of this report leaves them out (`unserved_requests`).")
+
+
+def rejected_sentence(incomplete: Sequence[tuple]) -> str | None:
+    """The report's one sentence on the log rows ingest rejected (rows of
+    sql/summary_incomplete_files.sql: file, rows read, accepted, rejected, the first rejected
+    line and its reason), or None when every row of every file is in the figures. The summary
+    names them; a reader of the report alone took its requests for every row of the logs."""
+    if not incomplete:
+        return None
+    rejected = [f"{count:,} of {read:,} rows of {Path(file).name} (e.g. line {line}: {reason})"
+                for file, read, _, count, line, reason in incomplete if count]
+    empty = [Path(file).name for file, _, _, count, *_ in incomplete if not count]
+    said = ([f"{'; '.join(rejected)} were rejected at ingest; every figure of this report leaves"
+             f" them out (`rejected_requests`, with each row's reason)."] if rejected else [])
+    said += [f"{', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no data row."] if empty else []
+    return "**Rows left out:** " + " ".join(said)
 
 
 def other_model_lines(conn: duckdb.DuckDBPyConnection) -> list[str]:
@@ -533,11 +550,13 @@ def deployment_sentence(deployment: str, prices: Sequence[tuple] = ()) -> str:
 def report_blocks(t: ReportTables, deployment: str,
                   caveats: Sequence[tuple[str, str]] = (),
                   unserved: Sequence[tuple] = (), other_models: Sequence[str] = (),
-                  copies: Sequence[str] = (), prices: Sequence[tuple] = ()) -> list[tuple]:
+                  copies: Sequence[str] = (), prices: Sequence[tuple] = (),
+                  incomplete: Sequence[tuple] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
     ("chart", stem). Text may hold **bold** and `code`. `caveats`: (section, text) rows of
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
     deployment's come first, before any dollar figure; a what-if fleet's under its table.
+    `incomplete`: rows of sql/summary_incomplete_files.sql, said in one sentence (rejected_sentence).
     `unserved`: rows of sql/summary_unserved_requests.sql, said in one sentence (unserved_sentence)
     after the physics caveats and before the headline, a caveat of every dollar figure (the
     summary names them first too); so are `other_models`, the lines of other_model_lines: a
@@ -553,9 +572,11 @@ def report_blocks(t: ReportTables, deployment: str,
     baseline_caveats = [text for section, text in caveats if section == "baseline"]
     what_if_caveats = [text for section, text in caveats if section == "what_if"]
     left_out = unserved_sentence(unserved)
+    rejected = rejected_sentence(incomplete)
     return [
         ("h1", "fleetspend report"),
         *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
+        *([("p", rejected)] if rejected else []),
         *([("p", left_out)] if left_out else []),
         *[("p", f"**Another model:** {line}") for line in other_models],
         *[("p", f"**Counted more than once:** {line}") for line in copies],
@@ -610,8 +631,9 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
 def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
                     caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = (),
                     other_models: Sequence[str] = (), copies: Sequence[str] = (),
-                    prices: Sequence[tuple] = ()) -> str:
+                    prices: Sequence[tuple] = (), incomplete: Sequence[tuple] = ()) -> str:
     """report.md; `charts` maps each chart stem to the PNG path to link; `caveats`, `unserved`,
-    `other_models`, `copies` and `prices` as in report_blocks."""
-    blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies, prices)
+    `other_models`, `copies`, `prices` and `incomplete` as in report_blocks."""
+    blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies, prices,
+                           incomplete)
     return "\n\n".join(_markdown_block(b, charts) for b in blocks) + "\n"

@@ -90,3 +90,22 @@ def test_report_says_how_many_requests_the_replay_set_aside(copied_run):
     assert md.index("**Caveat:**") < md.index(said) < md.index("**Decode owns")
     page = (copied_run / "reports" / "report.html").read_text()
     assert "<strong>Left out:</strong> 3 request(s) (t 2, u 1) were set aside" in page
+
+
+def test_report_says_which_log_rows_were_rejected(copied_run):
+    """Rows the ingest rejected are in no figure: report.md and report.html say so before the
+    headline, as the summary does (a file with a few malformed rows passed the run without a
+    word in the report)."""
+    with duckdb.connect(str(copied_run / "w.duckdb")) as conn:
+        conn.execute("UPDATE trace_files SET rows_read = rows_read + 2, rows_rejected = 2"
+                     " WHERE file LIKE '%conv.csv'")
+        [(file,)] = conn.sql("SELECT file FROM trace_files WHERE file LIKE '%conv.csv'").fetchall()
+        conn.execute("INSERT INTO rejected_requests (source_file, line, raw, reason) VALUES"
+                     " (?, 9, 'x', 'later'), (?, 4, 'y', 'GeneratedTokens is -3')", [file, file])
+    report(duckdb=DuckDBResource(database=str(copied_run / "w.duckdb")))
+    said = ("**Rows left out:** 2 of 19,368 rows of AzureLLMInferenceTrace_conv.csv (e.g. line 4:"
+            " GeneratedTokens is -3) were rejected at ingest")
+    md = (copied_run / "reports" / "report.md").read_text()
+    assert md.index("**Caveat:**") < md.index(said) < md.index("**Decode owns")
+    page = (copied_run / "reports" / "report.html").read_text()
+    assert "<strong>Rows left out:</strong> 2 of 19,368 rows" in page

@@ -25,6 +25,7 @@ from pipelines.reports.text import (
     _fmt,
     _shapes_lead,
     summary_lines,
+    rejected_sentence,
     unserved_sentence,
     table_rows,
     what_if_note,
@@ -362,6 +363,18 @@ def test_the_requests_set_aside_are_one_sentence_and_none_says_nothing():
         " deployment cannot serve them (e.g. a:1005, which has 5019 tokens); every figure of this"
         " report leaves them out (`unserved_requests`).")
     assert unserved_sentence([]) is None
+
+
+def test_the_rejected_rows_are_one_sentence_of_the_report():
+    """Rows the ingest rejected are in no figure; the summary named their files, the report did
+    not, and a reader of the report alone took its requests for every row of the logs."""
+    rows = [("/logs/conv.csv", 1046, 1041, 5, 7, "GeneratedTokens is -3: a token count cannot be negative"),
+            ("/logs/empty.csv", 0, 0, 0, None, None)]
+    assert rejected_sentence(rows) == (
+        "**Rows left out:** 5 of 1,046 rows of conv.csv (e.g. line 7: GeneratedTokens is -3: a token"
+        " count cannot be negative) were rejected at ingest; every figure of this report leaves them"
+        " out (`rejected_requests`, with each row's reason). empty.csv has no data row.")
+    assert rejected_sentence([]) is None
 
 
 @pytest.mark.parametrize(("before", "after", "said"), [(1.5, 1.0, "p95 TTFT 1.50 → 1.00 s"),

@@ -81,6 +81,7 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
         other_models = other_model_lines(conn)
         copies = duplicate_lines(conn)
         prices = run_sql(conn, "report_prices").fetchall()
+        incomplete = run_sql(conn, "summary_incomplete_files").fetchall()
     directory = settings.reports_dir()
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
@@ -89,9 +90,9 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     except FileNotFoundError as exc:
         raise dg.Failure(f"{exc.filename} is missing: materialize report_charts_files first") from None
     md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs},
-                                  caveats, unserved, other_models, copies, prices))
+                                  caveats, unserved, other_models, copies, prices, incomplete))
     page.write_text(report_html(tables, deployment, specs, caveats, unserved, other_models, copies,
-                                prices))
+                                prices, incomplete))
     return dg.MaterializeResult(metadata={
         "report_md": dg.MetadataValue.path(str(md)),
         "report_html": dg.MetadataValue.path(str(page)),
