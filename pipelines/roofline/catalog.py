@@ -917,17 +917,18 @@ def _not_utf8(file: Path) -> str | None:
     """Where a catalog file stops being UTF-8, or None. The shipped files hold non-ASCII text
     (the § of a docs reference) and users add their own (µs, é), which a spreadsheet's plain
     "CSV" export writes in a legacy encoding (Windows-1252), where Polars says only 'invalid
-    utf-8 sequence'."""
+    utf-8 sequence'. The trace readers' scan (invalid_utf8_at) finds the place; imported here,
+    on a file that failed to read, not with the catalog (it loads every trace reader)."""
+    from pipelines.formats.source import invalid_utf8_at
     try:
-        data = file.read_bytes()
-        data.decode("utf-8")
+        at = invalid_utf8_at(file)
     except OSError:
         return None
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        return (f"not UTF-8 text (line {line}, byte {exc.start}): expected UTF-8 (a spreadsheet's"
-                f' "CSV UTF-8" format)')
-    return None
+    if at is None:
+        return None
+    byte, line = at
+    return (f"not UTF-8 text (line {line}, byte {byte}): expected UTF-8 (a spreadsheet's"
+            f' "CSV UTF-8" format)')
 
 
 def csv_problem(file: Path, exc: Exception) -> str:
