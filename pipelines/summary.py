@@ -82,7 +82,7 @@ READS = _union(
     {"roofline": ("deployment", "caveat"), "request_stages": ("deployment", "scenario"),
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
     {"deployment_prices": ("deployment", "provider", "plan", "usd_per_gpu_hour"),
-     "request_stages": ("deployment", "scenario")},  # sql/report_prices.sql
+     "fleet_timeline": ("deployment", "trace", "scenario")},  # sql/report_prices.sql
     {"trace_files": ("file", "rows_accepted", "ingested_at", "sha256"),
      "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
     {"trace_files": ("file", "rows_read", "rows_accepted", "rows_rejected"),
@@ -340,8 +340,8 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print(f"\n== Priced as another model than the log names: {len(other_models)} trace and"
               f" name pair(s) ==")
         print("\n".join(f"- {line}" for line in other_models))
-        print("(replay such a log on a deployment of the model it names: FLEETSPEND_DEPLOYMENT,"
-              " or the replay config's deployment)")
+        print("(replay such a log on a deployment of the model it names: its sidecar's"
+              " \"deployment\", FLEETSPEND_DEPLOYMENT, or the replay config's deployment)")
     failed_files = {file for file, *_ in failed}
     missing = _added_since(set(ingested), failed_files)
     if missing:

@@ -34,7 +34,8 @@ fleet AS (
         sum(t.idle_gpu_s) AS idle_gpu_s,
         sum(t.idle_gpu_s * dp.usd_per_gpu_hour / 3600) AS idle_usd,
         sum(t.mean_batch * t.bin_s) / nullif(sum(t.busy_share * t.bin_s), 0) AS mean_batch,
-        max(r.max_seqs) AS max_seqs,
+        -- null on an `all` row over deployments of different limits: no one limit to compare with
+        CASE WHEN min(r.max_seqs) = max(r.max_seqs) THEN max(r.max_seqs) END AS max_seqs,
         max(t.mean_kv_use) AS peak_kv_use,
         sum(t.bin_s) / 3600 AS replica_hours,
         max(t.bin_start_s + t.bin_s) AS span_s

@@ -112,10 +112,20 @@ runs AS (
     JOIN per_day AS pd USING (run, shape)
     LEFT JOIN fleet AS fl USING (run)
 ),
+-- one row per scenario: on a fleet of several baseline deployments (traces replayed on their
+-- own, trace_deployments.sql) `change` names each baseline with its change, `deployment` lists
+-- the scenario's deployments, and a scenario lowers precision where it does on any of them
 described AS (
-    SELECT DISTINCT scenario, description, change, deployment, prefix_cache, lower_precision, price_only,
-           skipped
+    SELECT scenario, any_value(description) AS description,
+           CASE WHEN count(DISTINCT baseline_deployment) > 1
+                THEN string_agg(DISTINCT baseline_deployment || ': ' || change, '; '
+                                ORDER BY baseline_deployment || ': ' || change)
+                ELSE any_value(change) END AS change,
+           string_agg(DISTINCT deployment, ', ' ORDER BY deployment) AS deployment,
+           any_value(prefix_cache) AS prefix_cache, bool_or(lower_precision) AS lower_precision,
+           bool_and(price_only) AS price_only, any_value(skipped) AS skipped
     FROM scenario_fleets
+    GROUP BY scenario
 ),
 measured AS (
 SELECT

@@ -10,7 +10,11 @@ name — carries them in a JSON object next to it, under the log's full name plu
     detail_log_scale100_prompt500.json.fleetspend.json
     {"format": "burstgpt-vllm", "out_len_per_token": 6.56}
 
-The keys are read_trace's keyword arguments; `start_time` is an ISO 8601 text. A sidecar is
+The keys are read_trace's keyword arguments; `start_time` is an ISO 8601 text. One more key is
+not a reading option but a fact about the log: `deployment`, the deployments.csv row that served
+it, on which the replay, the what-if replays and the calibration take its trace (a fleet of
+several models or GPUs keeps each log on its own hardware; a log without one is replayed on the
+run's deployment). A sidecar is
 checked before the log is read: a file that is not a JSON object, an unknown key, a key that
 the named format does not take, or an unknown format fails that log alone, with one message
 naming the sidecar and the key. A sidecar is part of its log's identity: the ingest stores the
@@ -32,10 +36,14 @@ class OptionsError(ValueError):
     """A sidecar that cannot be used; the message names the sidecar and the key."""
 
 
+DEPLOYMENT_KEY = "deployment"
+
+
 def _known_keys(format: str | None) -> set[str]:
-    """Every key a sidecar may hold: for a named format, exactly the options it takes."""
+    """Every key a sidecar may hold: for a named format, exactly the options it takes, and the
+    deployment that served the log."""
     names = [format] if format is not None else list(FORMATS)
-    return {"format", *COMMON_OPTIONS}.union(*(reader_options(name) for name in names))
+    return {"format", DEPLOYMENT_KEY, *COMMON_OPTIONS}.union(*(reader_options(name) for name in names))
 
 
 def raw_options(path: Path) -> dict:
@@ -63,12 +71,24 @@ def raw_options(path: Path) -> dict:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise OptionsError(f"{sidecar}: key {key!r} is not an option of {scope}; "
                                f"{hint}expected one of {sorted(allowed)}")
+    deployment = options.get(DEPLOYMENT_KEY)
+    if DEPLOYMENT_KEY in options and not (isinstance(deployment, str) and deployment.strip()):
+        raise OptionsError(f"{sidecar}: key {DEPLOYMENT_KEY!r} is {deployment!r}; expected the name of"
+                           f" the data/reference/deployments.csv row that served {path.name}")
     return options
 
 
+def deployment_named(options: dict) -> str | None:
+    """The deployment a sidecar's options (raw_options) say served the log, or None."""
+    name = options.get(DEPLOYMENT_KEY)
+    return name.strip() if name is not None else None
+
+
 def file_options(path: Path) -> dict:
-    """read_trace keyword arguments for `path` from its sidecar (start_time parsed)."""
+    """read_trace keyword arguments for `path` from its sidecar (start_time parsed; the
+    deployment, which is not a reading option, left out)."""
     options = dict(raw_options(path))
+    options.pop(DEPLOYMENT_KEY, None)
     columns = options.get("columns")
     if columns is not None and not (isinstance(columns, dict) and all(isinstance(v, str) for v in columns.values())):
         raise OptionsError(f"{sidecar_of(path)}: key 'columns' is {columns!r}; expected a JSON object mapping "

@@ -58,7 +58,7 @@ COLUMNS = {"scenario": pl.String, "description": pl.String, "gpu": pl.String, "t
 OPTIONAL_COLUMNS = {"price_provider": pl.String, "price_plan": pl.String}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.String,
-                "change": pl.String,
+                "change": pl.String, "baseline_deployment": pl.String,
                 "deployment": pl.String, "gpu": pl.String, "tp": pl.Int64, "weight_dtype": pl.String,
                 "kv_dtype": pl.String, "replicas": pl.Int64, "gpus_per_replica": pl.Int64,
                 "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
@@ -386,7 +386,8 @@ class ScenarioRun:
     stage_batches: Iterator[pl.DataFrame]
 
 
-def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deployment,
+def replay_scenarios(requests: pl.DataFrame, catalog: Catalog,
+                     baseline: Deployment | Mapping[str, Deployment],
                      scenarios: list[Scenario], bin_s: float = 60.0, *,
                      router: str = "least_outstanding",
                      hash_tokens: Mapping[str, int | None] | None = None) -> Iterator[ScenarioRun]:
@@ -395,49 +396,73 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog, baseline: Deploym
     default where a trace has none), one ScenarioRun per scenario and trace, lazily, so that only
     one trace's replay is held at a time when each run's batches are consumed before the
     next run. The stage rows are the request_stages columns labelled with trace, scenario and
-    deployment.
+    deployment. `baseline` is the deployment every trace was replayed on, or each trace's
+    (trace -> deployment: a fleet of several deployments), to which the scenario's change is made.
 
-    A scenario that does not apply to `baseline` (ScenarioNotApplicable), or whose KV cache
-    cannot hold a request of `requests`, is not replayed on any trace: its runs carry the reason
-    in `skipped`. A ReplayError becomes a ScenarioError naming the scenario."""
+    A scenario that does not apply to a trace's baseline (ScenarioNotApplicable), or whose KV
+    cache cannot hold a request of that baseline's traces, is not replayed on any trace: its runs
+    carry the reason in `skipped` (a lever measured on part of a fleet would compare a part with
+    the whole). A ReplayError becomes a ScenarioError naming the scenario."""
     traces = by_trace(requests)
+    baselines = baseline if isinstance(baseline, Mapping) else {trace: baseline for trace in traces}
+    fleets: dict[str, tuple[Deployment, dict[str, pl.DataFrame]]] = {}   # baseline name -> its traces
+    for trace, frame in traces.items():
+        fleets.setdefault(baselines[trace].name, (baselines[trace], {}))[1][trace] = frame
     for s in scenarios:
         try:
-            deployment = scenario_deployment(catalog, baseline, s)
-            _check_kv_holds_every_request(requests, deployment, baseline, s)
+            planned = [(base, group, _applied(catalog, base, group, s)) for base, group in fleets.values()]
         except ScenarioNotApplicable as exc:
+            reason = str(exc) + (f"; skipped on every trace, so that the scenario's figures are"
+                                 f" the whole fleet's" if len(fleets) > 1 else "")
             for trace in traces:
-                yield ScenarioRun(_skipped_fleet(trace, s, baseline, str(exc)), iter(()))
+                yield ScenarioRun(_skipped_fleet(trace, s, baselines[trace], reason), iter(()))
             continue
-        price = catalog.usd_per_gpu_hour(deployment)
-        price_text = price_change_text(catalog, baseline, deployment, s)
-        change = change_text(baseline, s, price_text)
-        replays = replay_traces(traces, deployment, bin_s, router=router, hash_tokens=hash_tokens,
-                                transform=lambda frame, s=s: scenario_requests(frame, s))
-        try:
-            for trace, _, result in replays:
-                labels = (pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),
-                          pl.lit(deployment.name).alias("deployment"))
-                fleet = {
-                    "trace": trace, "scenario": s.scenario, "description": s.description,
-                    "change": change, "deployment": deployment.name,
-                    "gpu": deployment.gpu.gpu, "tp": deployment.tp,
-                    "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
-                    "replicas": deployment.replicas,
-                    "gpus_per_replica": deployment.gpus_per_replica,
-                    "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
-                    "output_cap": s.output_cap,
-                    "lower_precision": lowers_precision(baseline, deployment.weight_dtype,
-                                                        deployment.kv_dtype),
-                    "price_only": price_only(baseline, s, price_text),
-                    "usd_per_gpu_hour": price,
-                    "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s, "skipped": None,
-                    "caveat": caveat_column(deployment),
-                }
-                yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
-                del result  # not held while the next trace replays
-        except ReplayError as exc:
-            raise ScenarioError(f"scenario {s.scenario!r}, {exc}") from None
+        for base, group, deployment in planned:
+            yield from _scenario_runs(catalog, base, deployment, group, s, bin_s, router, hash_tokens)
+
+
+def _applied(catalog: Catalog, baseline: Deployment, traces: Mapping[str, pl.DataFrame],
+             s: Scenario) -> Deployment:
+    """The scenario's deployment for `baseline`'s traces; ScenarioNotApplicable where it cannot be."""
+    deployment = scenario_deployment(catalog, baseline, s)
+    _check_kv_holds_every_request(pl.concat(list(traces.values())), deployment, baseline, s)
+    return deployment
+
+
+def _scenario_runs(catalog: Catalog, baseline: Deployment, deployment: Deployment,
+                   traces: Mapping[str, pl.DataFrame], s: Scenario, bin_s: float, router: str,
+                   hash_tokens: Mapping[str, int | None] | None) -> Iterator[ScenarioRun]:
+    """The ScenarioRuns of scenario `s` on the traces replayed on `baseline`."""
+    price = catalog.usd_per_gpu_hour(deployment)
+    price_text = price_change_text(catalog, baseline, deployment, s)
+    change = change_text(baseline, s, price_text)
+    replays = replay_traces(traces, deployment, bin_s, router=router, hash_tokens=hash_tokens,
+                            transform=lambda frame: scenario_requests(frame, s))
+    try:
+        for trace, _, result in replays:
+            labels = (pl.lit(trace).alias("trace"), pl.lit(s.scenario).alias("scenario"),
+                      pl.lit(deployment.name).alias("deployment"))
+            fleet = {
+                "trace": trace, "scenario": s.scenario, "description": s.description,
+                "change": change, "baseline_deployment": baseline.name,
+                "deployment": deployment.name,
+                "gpu": deployment.gpu.gpu, "tp": deployment.tp,
+                "weight_dtype": deployment.weight_dtype, "kv_dtype": deployment.kv_dtype,
+                "replicas": deployment.replicas,
+                "gpus_per_replica": deployment.gpus_per_replica,
+                "max_seqs": deployment.scheduler.max_seqs, "prefix_cache": s.prefix_cache,
+                "output_cap": s.output_cap,
+                "lower_precision": lowers_precision(baseline, deployment.weight_dtype,
+                                                    deployment.kv_dtype),
+                "price_only": price_only(baseline, s, price_text),
+                "usd_per_gpu_hour": price,
+                "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s, "skipped": None,
+                "caveat": caveat_column(deployment),
+            }
+            yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
+            del result  # not held while the next trace replays
+    except ReplayError as exc:
+        raise ScenarioError(f"scenario {s.scenario!r}, {exc}") from None
 
 
 def _check_kv_holds_every_request(requests: pl.DataFrame, deployment: Deployment,
@@ -472,7 +497,8 @@ def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -
     asked = _asked_price(baseline, s)
     return {
         "trace": trace, "scenario": s.scenario, "description": s.description,
-        "change": change_text(baseline, s, asked), "deployment": f"{baseline.name}+{s.scenario}",
+        "change": change_text(baseline, s, asked), "baseline_deployment": baseline.name,
+        "deployment": f"{baseline.name}+{s.scenario}",
         "gpu": s.gpu or baseline.gpu.gpu,
         "tp": s.tp or baseline.tp, "weight_dtype": s.weights or baseline.weight_dtype,
         "kv_dtype": s.kv_cache or baseline.kv_dtype,

@@ -172,13 +172,19 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
             f"{s['prompt_tokens']:,} prompt + "
             f"{s['output_tokens']:,} output tokens; {_gpu_hours(s['gpu_hours'])} GPU-hours = "
             f"${_usd(s['spend_usd'])} (idle {_pct(100 * s['idle_share'], 1)}% = ${_usd(s['idle_usd'])}; "
-            f"mean batch {s['mean_batch']:,.1f} of max {s['max_seqs']:,}, "
+            f"mean batch {s['mean_batch']:,.1f}{_of_max(s['max_seqs'])}, "
             f"peak KV use {_fmt(100 * s['peak_kv_use'])}%); "
             f"TTFT p50/p95 {s['p50_ttft_s']:.3f}/{s['p95_ttft_s']:.3f} s; "
             f"{_tpot_text(s['p50_tpot_s'], s['p95_tpot_s'])}; "
             f"${_usd(s['usd_per_1m_output_tokens'])} per 1M output tokens (busy + idle)"
         )
     return lines
+
+
+def _of_max(max_seqs: int | None) -> str:
+    """" of max 256": the deployment's limit beside the mean batch; none for an `all` row over
+    deployments of different limits (fleet_summary.max_seqs is null there)."""
+    return f" of max {max_seqs:,}" if max_seqs is not None else " (max_seqs differs by deployment)"
 
 
 def unserved_sentence(unserved: Sequence[tuple]) -> str | None:
@@ -539,12 +545,26 @@ def chargeback_note(chargeback: pl.DataFrame, fleet_summary: pl.DataFrame) -> st
 def deployment_sentence(deployment: str, prices: Sequence[tuple] = ()) -> str:
     """Which deployment the report replayed, and at what price per GPU-hour (`prices`: rows of
     sql/report_prices.sql): a deployments.csv row without a plan takes its GPU's default price,
-    and no figure said which price every dollar of the report is."""
-    priced = "; ".join((f"`{name}` " if len(prices) > 1 else "")
-                       + f"{gpu_hour_price(usd)} per GPU-hour, {provider} {plan}"
-                       for name, provider, plan, usd in prices)
+    and no figure said which price every dollar of the report is. A fleet of several
+    deployments (traces whose logs' sidecars name their own) names each with its traces."""
+    if len(prices) > 1:
+        fleets = "; ".join(f"`{name}`{_traces_of(rest)} at {gpu_hour_price(usd)} per GPU-hour,"
+                           f" {provider} {plan}" for name, provider, plan, usd, *rest in prices)
+        return (f"Deployments replayed, each trace on its own (the one its log's sidecar names, else"
+                f" the run's; the `roofline` table holds their coefficients): {fleets}"
+                f" (`deployment_prices`).")
+    priced = "; ".join(f"{gpu_hour_price(usd)} per GPU-hour, {provider} {plan}"
+                       for name, provider, plan, usd, *_ in prices)
     return (f"Deployment replayed: `{deployment}` (the `roofline` table holds its coefficients)"
             + (f", priced at {priced} (`deployment_prices`)." if priced else "."))
+
+
+def _traces_of(rest: Sequence) -> str:
+    """" (traces a, b)" from a report_prices row's traces column, where it has one."""
+    if not rest or not rest[0]:
+        return ""
+    traces = rest[0].split(", ")
+    return f" ({'trace' if len(traces) == 1 else 'traces'} {', '.join(traces)})"
 
 
 def report_blocks(t: ReportTables, deployment: str,

@@ -39,12 +39,16 @@ def _requests(with_observations: bool) -> pl.DataFrame:
     return requests
 
 
-def _materialize(tmp_path: Path, requests: pl.DataFrame, config: dict) -> tuple[dg.ExecuteInProcessResult, Path]:
+def _materialize(tmp_path: Path, requests: pl.DataFrame, config: dict,
+                 options: str = "{}") -> tuple[dg.ExecuteInProcessResult, Path]:
+    """Calibrate `requests` with `config`, each trace's trace_files row holding `options` (its
+    sidecar's, as the ingest keeps them)."""
     warehouse = tmp_path / "w.duckdb"
     with duckdb.connect(str(warehouse)) as conn:
         write_table(conn, "requests", requests)
         write_table(conn, "trace_files", requests.select(
-            "trace", prefix_block_tokens=pl.lit(None, pl.Int64)).unique(maintain_order=True))
+            "trace", file=pl.format("/logs/{}.csv", "trace"), options=pl.lit(options),
+            prefix_block_tokens=pl.lit(None, pl.Int64)).unique(maintain_order=True))
         write_table(conn, "shape_buckets", pl.read_csv(BUCKETS))
     result = dg.materialize(
         [calibrated], resources={"duckdb": DuckDBResource(database=str(warehouse))},
@@ -338,6 +342,22 @@ def test_a_typo_in_the_deployment_setting_is_named_as_that_setting(tmp_path, mon
     with pytest.raises(dg.Failure, match="^FLEETSPEND_DEPLOYMENT: trace burstgpt-scale100: "
                                          "unknown deployment 'no-such-fleet'"):
         _materialize(tmp_path, _requests(True), {})
+
+
+def test_a_trace_is_fitted_on_the_deployment_its_sidecar_names(tmp_path):
+    """Before the config's `deployment` (as the replay takes it), after its `deployments`; a
+    name the catalog no longer lists is named with the sidecar it came from."""
+    options = json.dumps({"deployment": DEPLOYMENT})
+    result, warehouse = _materialize(tmp_path, _requests(True),
+                                     {"deployment": "seed-example", "fit_metrics": ["ttft"]}, options)
+    assert result.success
+    with duckdb.connect(str(warehouse), read_only=True) as conn:
+        assert conn.sql("SELECT DISTINCT deployment FROM calibration").fetchall() == [(DEPLOYMENT,)]
+    (tmp_path / "again").mkdir()
+    with pytest.raises(dg.Failure, match=r"^/logs/burstgpt-scale100\.csv\.fleetspend\.json, key"
+                                         r" 'deployment': trace burstgpt-scale100: unknown"
+                                         r" deployment 'gone-fleet'"):
+        _materialize(tmp_path / "again", _requests(True), {}, json.dumps({"deployment": "gone-fleet"}))
 
 
 MAPPING = {"format": "csv", "time_unit": "s",

@@ -109,6 +109,11 @@ def test_sidecar_options_equal_read_trace_options(inbox, tmp_path):
     ({"format": "tsv"}, "key 'format' is 'tsv'; expected one of"),
     ({**MAPPING, "columns": ["ts", "in", "out"]}, "key 'columns' is ['ts', 'in', 'out']; expected a JSON object"),
     ({**MAPPING, "start_time": "yesterday"}, "key 'start_time' is 'yesterday'; expected an ISO 8601"),
+    ({**MAPPING, "deployment": ""}, "key 'deployment' is ''; expected the name of the"
+                                    " data/reference/deployments.csv row that served t.csv"),
+    ({**MAPPING, "deployment": 7}, "key 'deployment' is 7; expected the name of"),
+    ({**MAPPING, "deploymnet": "x"}, "key 'deploymnet' is not an option of format 'csv'; did you"
+                                     " mean 'deployment'?"),
     (["csv"], "holds a JSON list; expected a JSON object"),
 ])
 def test_bad_sidecar_is_one_message_naming_it_and_the_key(tmp_path, options, message):
@@ -268,3 +273,25 @@ def test_a_model_option_that_is_no_name_is_one_message(model):
     with pytest.raises(ValueError, match=r"bedrock_13b\.json: model=.*expected the served"
                                          r" model's name as text"):
         read_trace(PUBLIC / "bedrock_13b.json", concurrency=5, model=model)
+
+
+def test_a_sidecar_names_the_deployment_that_served_its_log(inbox, tmp_path):
+    """A fleet of several models or GPUs: the sidecar's `deployment` is no reading option (the
+    rows are read as without it) but part of the file's identity, kept for the replay; one the
+    catalog does not list fails its log alone, naming the sidecar and the choices, and the
+    next pass reads it again."""
+    warehouse = tmp_path / "w.duckdb"
+    (inbox / "t.csv").write_text(GENERIC)
+    sidecar = write_sidecar(inbox / "t.csv", {**MAPPING, "deployment": "seed-exampel"})
+    assert file_options(inbox / "t.csv") == MAPPING
+    check = check_of(ingest(warehouse))
+    reason = check.metadata["reasons"].value
+    assert check.metadata["failed_files"].value == ["t.csv"]
+    assert f"{sidecar}: key 'deployment' names a deployment the replay cannot use:" in reason
+    assert "'seed-exampel'" in reason and "seed-example" in reason
+    write_sidecar(inbox / "t.csv", {**MAPPING, "deployment": "seed-example"})
+    ingest(warehouse)
+    assert query(warehouse, "SELECT trace, deployment FROM trace_files, LATERAL ("
+                            "SELECT json_extract_string(options, '$.deployment') AS deployment)") \
+        == [("t", "seed-example")]
+    assert query(warehouse, "SELECT count(*) FROM requests") == [(2,)]

@@ -636,6 +636,23 @@ def test_configuration_ok_names_the_deployment_replayed_and_what_chose_it(tmp_pa
         "; the traces replay on deployment azure-2023-70b-h100 (replayed_fleet.deployment)")
 
 
+def test_configuration_ok_names_each_log_whose_sidecar_names_its_deployment(tmp_path, monkeypatch,
+                                                                            capsys):
+    """A fleet of several deployments: the line named only the run's deployment, which the
+    logs whose sidecars name their own do not replay on."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for name in ("chat.csv", "code.csv", "broken.csv"):
+        (traces / name).write_text("ts,in,out\n0.5,100,10\n")
+    (traces / "code.csv.fleetspend.json").write_text('{"format": "csv", "deployment": "seed-example"}')
+    (traces / "broken.csv.fleetspend.json").write_text("{not json")   # the ingest names it
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(traces))
+    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT", raising=False)
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and out.splitlines()[0].endswith(
+        " names one), but for 1 whose log's sidecar names its own: code.csv on seed-example")
+
+
 def test_a_deployments_row_with_no_name_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
     """A deployments.csv row whose name cell is left empty (a paste one column off) was listed as
     `row 'None'`, and with FLEETSPEND_DEPLOYMENT naming no deployment the preflight died with

@@ -30,6 +30,7 @@ def _write_requests(conn, frame: pl.DataFrame) -> None:
     """The requests table and the trace_files rows the replay reads beside it."""
     write_table(conn, "requests", frame)
     write_table(conn, "trace_files", frame.select("trace").unique(maintain_order=True).with_columns(
+        file=pl.format("/logs/{}.csv", "trace"), options=pl.lit("{}"),
         prefix_block_tokens=pl.lit(None, pl.Int64)))
 
 

@@ -607,6 +607,9 @@ def test_a_fleet_line_says_how_full_its_busy_gpus_are():
     9.6 of the 256 sequences a step may hold with its KV cache 3% full at most."""
     [line] = summary_lines(_summary(0.0123, 0.0456))
     assert "(idle 50.0% = $0.50; mean batch 9.6 of max 256, peak KV use 3.18%)" in line
+    # the `all` row over deployments of different limits has none to compare with
+    [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(max_seqs=pl.lit(None, pl.Int64)))
+    assert "mean batch 9.6 (max_seqs differs by deployment), peak KV use 3.18%)" in line
 
 
 def test_a_markdown_cell_keeps_its_row_whole():
@@ -630,6 +633,18 @@ def test_the_report_says_the_price_its_dollars_are_at():
     plain = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "my-fleet")
     assert ("p", "Deployment replayed: `my-fleet` (the `roofline` table holds its"
                  " coefficients).") in plain
+
+
+def test_a_fleet_of_several_deployments_names_each_with_its_traces_and_price():
+    """Logs whose sidecars name their own deployments: one sentence said "Deployment replayed:
+    `a, b`" and listed the prices without the traces they price."""
+    blocks = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "big, small", prices=[
+        ("big", "coreweave", "on-demand", 6.155, "chat, code"),
+        ("small", "runpod", "on-demand", 1.39, "batch")])
+    assert ("p", "Deployments replayed, each trace on its own (the one its log's sidecar names,"
+                 " else the run's; the `roofline` table holds their coefficients): `big` (traces"
+                 " chat, code) at $6.155 per GPU-hour, coreweave on-demand; `small` (trace batch) at"
+                 " $1.39 per GPU-hour, runpod on-demand (`deployment_prices`).") in blocks
 
 
 def test_a_share_that_is_not_all_or_nothing_never_reads_100_or_0_percent():

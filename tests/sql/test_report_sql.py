@@ -54,7 +54,7 @@ def conn():
         # ... and one skipped: it cannot apply to the baseline deployment.
         write_table(c, "scenario_fleets", pl.DataFrame({
             "trace": ["t", "t"], "scenario": ["s", "k"], "description": ["half", "fp8"],
-            "change": ["replicas 2 → 1", "weights bf16 → fp8"],
+            "change": ["replicas 2 → 1", "weights bf16 → fp8"], "baseline_deployment": ["d", "d"],
             "deployment": ["d+s", "d+k"], "usd_per_gpu_hour": [PRICE, None],
             "idle_gpu_s": [4.5, None], "span_s": [5.1, None],
             "prefix_cache": pl.Series([None, None], dtype=pl.Utf8), "lower_precision": [False, True],
@@ -447,5 +447,6 @@ def test_what_if_worst_trace_delta_is_one_traces_own_when_the_pooled_p95_improve
 
 def test_report_prices_are_the_baseline_deployments_price_row(conn):
     """The report's dollars are GPU-hours at the replayed deployment's price, its GPU's default
-    where deployments.csv names no plan; sql/report_prices.sql gives that row to say."""
-    assert run_sql(conn, "report_prices").fetchall() == [("d", "p", "on-demand", PRICE)]
+    where deployments.csv names no plan; sql/report_prices.sql gives that row to say, with the
+    traces replayed on it."""
+    assert run_sql(conn, "report_prices").fetchall() == [("d", "p", "on-demand", PRICE, "t")]

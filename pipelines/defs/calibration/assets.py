@@ -110,6 +110,8 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         requests = read_table(conn, "calibration_requests")
         buckets = read_table(conn, "shape_buckets")
         ingested = read_table(conn, "trace_files")["trace"]
+        sidecars = {trace: (sidecar, name) for trace, sidecar, name
+                    in run_sql(conn, "trace_deployments").fetchall() if name is not None}
     traces = by_trace(requests)
     observed = sorted(traces)
     # named in the metadata: a log whose latencies were not read (a generic CSV without an
@@ -123,12 +125,16 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     default, default_source = settings.deployment_choice(config.deployment, "calibration config")
     deployments = {}
     for trace in traces:
+        # the config's choice, else the one the log's sidecar names, else the run's default
         named = trace in config.candidates or trace in config.deployments
-        names = config.candidates.get(trace) or [config.deployments.get(trace, default)]
+        sidecar, served_by = sidecars.get(trace, (None, None))
+        names = (config.candidates.get(trace)
+                 or [config.deployments.get(trace) or served_by or default])
         try:
             deployments[trace] = [catalog.deployment(name) for name in names]
         except CatalogError as exc:
-            source = "calibration config" if named else default_source
+            source = ("calibration config" if named
+                      else f"{sidecar}, key 'deployment'" if served_by else default_source)
             raise dg.Failure(f"{source}: trace {trace}: {exc}") from None
     parameters, errors, summary, skipped, choices, set_aside = [], [], {}, {}, {}, {}
     for trace, frame in traces.items():

@@ -1,4 +1,5 @@
-"""Replay: every trace in `requests` on the chosen deployment -> request_stages, fleet_timeline."""
+"""Replay: every trace in `requests` on its deployment (its log's sidecar's, else the run's) ->
+request_stages, fleet_timeline, unserved_requests."""
 
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from pipelines.defs.metadata import table_metadata
 from pipelines.replay import ReplayError, by_trace, replay_traces
 from pipelines.replay.api import remedies, set_aside_unservable
 from pipelines.replay.engine import ROUTERS
-from pipelines.roofline import CatalogError, load_catalog
+from pipelines.roofline import Catalog, CatalogError, Deployment, load_catalog
 from pipelines.warehouse import publish_staged, read_table, run_sql, stage_rows
 
 BASELINE = "baseline"
@@ -25,9 +26,9 @@ class ReplayConfig(dg.Config):
     """The descriptions are what the UI's launchpad shows beside each field."""
 
     deployment: str | None = Field(default=None, description=(
-        "The deployments.csv row to replay every trace on, for this run only; none: the"
-        " FLEETSPEND_DEPLOYMENT setting (read when the run starts), else"
-        f" {settings.DEFAULT_DEPLOYMENT}"))
+        "The deployments.csv row to replay every trace on whose log's sidecar names no"
+        " deployment, for this run only; none: the FLEETSPEND_DEPLOYMENT setting (read when the"
+        f" run starts), else {settings.DEFAULT_DEPLOYMENT}"))
     timeline_bin_s: float = Field(default=60.0, description=(
         "Seconds per fleet_timeline bin (a positive number)"))
     router: str = Field(default="least_outstanding", description=(
@@ -54,6 +55,28 @@ def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | Non
     Mooncake: 512, null where the format logs no hashes); the what-if replays use the same."""
     return {row["trace"]: row["prefix_block_tokens"] for row in read_table(
         conn, "trace_files").select("trace", "prefix_block_tokens").iter_rows(named=True)}
+
+
+def trace_deployments(conn: duckdb.DuckDBPyConnection, catalog: Catalog, traces: list[str],
+                      default: str, source: str) -> dict[str, Deployment]:
+    """The deployment each of `traces` replays on: the one its log's sidecar names
+    (sql/trace_deployments.sql), else `default` (the run's choice, which `source` describes). A
+    name the catalog cannot build is a Failure naming where the name came from: the ingest
+    checks a sidecar's, but deployments.csv can change after."""
+    named = {trace: (sidecar, name) for trace, sidecar, name in run_sql(conn, "trace_deployments").fetchall()}
+    built: dict[str, Deployment] = {}
+    chosen = {}
+    for trace in traces:
+        sidecar, name = named.get(trace, (None, None))
+        where = f"{sidecar}, key 'deployment'" if name is not None else source
+        name = name if name is not None else default
+        if name not in built:
+            try:
+                built[name] = catalog.deployment(name)
+            except CatalogError as exc:
+                raise dg.Failure(f"{where}: {exc}") from None
+        chosen[trace] = built[name]
+    return chosen
 
 
 def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
@@ -86,6 +109,11 @@ def _nothing_to_replay(conn: duckdb.DuckDBPyConnection) -> str:
             f" (expected request rows after the header)")
 
 
+def _names(chosen: dict[str, Deployment]) -> str:
+    """The deployments the traces replay on, in order of first use, comma-separated."""
+    return ", ".join(dict.fromkeys(d.name for d in chosen.values()))
+
+
 def _first_three(items: list[str], separator: str) -> str:
     """The first three `items` joined, and how many more there are."""
     more = f" (and {len(items) - 3} more)" if len(items) > 3 else ""
@@ -105,9 +133,9 @@ def _first_three(items: list[str], separator: str) -> str:
     ],
 )
 def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duckdb: DuckDBResource):
-    """Replay each trace on its own fleet of `deployment` (continuous batching, see
-    pipelines/replay/engine.py); the baseline scenario the reports read. Requests the deployment
-    cannot serve are set aside into unserved_requests (set_aside_unservable), not replayed.
+    """Replay each trace on its own fleet of its deployment (trace_deployments: its log's
+    sidecar's, else the run's; continuous batching, see pipelines/replay/engine.py); the
+    baseline scenario the reports read. Requests a trace's deployment cannot serve are set aside into unserved_requests (set_aside_unservable), not replayed.
 
     Each trace's results go to temporary staging tables; the three (REPLAY_TABLES) are replaced together in
     one transaction at the end, so an interrupted or failed replay leaves the previous tables
@@ -121,23 +149,26 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
         catalog = load_catalog(settings.reference_dir())
     except CatalogError as exc:
         raise dg.Failure(str(exc)) from None
-    try:
-        deployment = catalog.deployment(name)
-    except CatalogError as exc:
-        raise dg.Failure(f"{source}: {exc}") from None
     with duckdb.get_connection() as conn:
         traces = by_trace(read_table(conn, "requests"))
         if not traces:
             raise dg.Failure(_nothing_to_replay(conn))
-        traces, unserved = set_aside_unservable(traces, deployment)
-        stage_rows(conn, "unserved_requests", unserved.select(
-            "trace", pl.lit(deployment.name).alias("deployment"), *unserved.columns[1:]), first=True)
-        for trace, count, reason in (unserved.group_by("trace", maintain_order=True)
-                                     .agg(pl.len(), pl.col("reason").first()).rows()):
-            context.log.warning(f"{trace}: {count:,} request(s) set aside, not replayed"
-                                f" (unserved_requests), e.g. one that {reason}")
-        if not traces:
-            raise dg.Failure(f"no request can be served by {deployment.name}: every one is set"
+        chosen = trace_deployments(conn, catalog, list(traces), name, source)
+        fleets, unserved_rows = [], []   # (deployment, its traces' servable requests)
+        for deployment in {d.name: d for d in chosen.values()}.values():
+            served, unserved = set_aside_unservable(
+                {t: f for t, f in traces.items() if chosen[t].name == deployment.name}, deployment)
+            fleets.append((deployment, served, unserved))
+            unserved_rows.append(unserved.select("trace", pl.lit(deployment.name).alias("deployment"),
+                                                 *unserved.columns[1:]))
+            for trace, count, reason in (unserved.group_by("trace", maintain_order=True)
+                                         .agg(pl.len(), pl.col("reason").first()).rows()):
+                context.log.warning(f"{trace}: {count:,} request(s) set aside, not replayed"
+                                    f" (unserved_requests), e.g. one that {reason}")
+        stage_rows(conn, "unserved_requests", pl.concat(unserved_rows), first=True)
+        if not any(served for _, served, _ in fleets):
+            deployment, _, unserved = next(fleet for fleet in fleets if fleet[2].height)
+            raise dg.Failure(f"no request can be served by {_names(chosen)}: every one is set"
                              f" aside, e.g. one that {unserved['reason'][0]}; replay on a"
                              f" deployment with {remedies(unserved, deployment)}")
 
@@ -150,37 +181,43 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
                                  f"{time.perf_counter() - started:.0f} s")
             return progress
 
-        hit_rates, started = {}, time.perf_counter()
-        replays = replay_traces(traces, deployment, config.timeline_bin_s, router=config.router,
-                                hash_tokens=hash_tokens_by_trace(conn), progress_for=progress_for)
+        hit_rates, started, number = {}, time.perf_counter(), 0
+        hash_tokens = hash_tokens_by_trace(conn)
         try:
-            for number, (trace, frame, result) in enumerate(replays):
-                labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
-                          "deployment": pl.lit(deployment.name)}
-                first = number == 0
-                for batch in result.stage_batches():
-                    stage_rows(conn, "request_stages",
-                               batch.select(**labels, **{c: c for c in batch.columns}), first=first)
-                    first = False
-                stage_rows(conn, "fleet_timeline",
-                           result.timeline.select(**labels, router=pl.lit(config.router),
-                                                  **{c: c for c in result.timeline.columns}),
-                           first=number == 0)
-                hashed = "prefix_hashes" in frame.columns and frame["prefix_hashes"].is_not_null().any()
-                hit_rates[trace] = result.cache_hit_rate if hashed else None   # no hashes: no rate
-                hits = (f"prefix-cache hit rate {result.cache_hit_rate:.1%}" if hashed
-                        else "no prefix hashes: no prefix-cache hit rate")
-                context.log.info(f"{trace}: replayed {frame.height:,} requests over"
-                                 f" {result.span_s:,.0f} s on {deployment.replicas} x"
-                                 f" {deployment.gpus_per_replica} {deployment.gpu.gpu} in"
-                                 f" {time.perf_counter() - started:.1f} s ({hits})")
-                del result  # not held while the next trace replays
-                started = time.perf_counter()
+            for deployment, served, _ in fleets:
+                replays = replay_traces(served, deployment, config.timeline_bin_s,
+                                        router=config.router, hash_tokens=hash_tokens,
+                                        progress_for=progress_for)
+                for trace, frame, result in replays:
+                    labels = {"trace": pl.lit(trace), "scenario": pl.lit(BASELINE),
+                              "deployment": pl.lit(deployment.name)}
+                    first = number == 0
+                    for batch in result.stage_batches():
+                        stage_rows(conn, "request_stages",
+                                   batch.select(**labels, **{c: c for c in batch.columns}), first=first)
+                        first = False
+                    stage_rows(conn, "fleet_timeline",
+                               result.timeline.select(**labels, router=pl.lit(config.router),
+                                                      **{c: c for c in result.timeline.columns}),
+                               first=number == 0)
+                    number += 1
+                    hashed = "prefix_hashes" in frame.columns and frame["prefix_hashes"].is_not_null().any()
+                    hit_rates[trace] = result.cache_hit_rate if hashed else None   # no hashes: no rate
+                    hits = (f"prefix-cache hit rate {result.cache_hit_rate:.1%}" if hashed
+                            else "no prefix hashes: no prefix-cache hit rate")
+                    context.log.info(f"{trace}: replayed {frame.height:,} requests over"
+                                     f" {result.span_s:,.0f} s on {deployment.replicas} x"
+                                     f" {deployment.gpus_per_replica} {deployment.gpu.gpu}"
+                                     f" ({deployment.name}) in"
+                                     f" {time.perf_counter() - started:.1f} s ({hits})")
+                    del result  # not held while the next trace replays
+                    started = time.perf_counter()
         except ReplayError as exc:
             raise dg.Failure(str(exc)) from None
         publish_staged(conn, REPLAY_TABLES)
         for table in REPLAY_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata={
-                **table_metadata(conn, table), "deployment": deployment.name,
+                **table_metadata(conn, table), "deployment": _names(chosen),
+                "trace_deployments": dg.MetadataValue.json({t: d.name for t, d in chosen.items()}),
                 "router": config.router,
                 "prefix_cache_hit_rate": dg.MetadataValue.json(hit_rates)})

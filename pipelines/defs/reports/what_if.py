@@ -28,11 +28,11 @@ SCENARIO_TABLES = ["scenario_stages", "scenario_fleets"]
     ],
 )
 def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
-    """Replay each trace once per scenario, on the baseline deployment with the scenario's
-    changes, each trace on its own fleet with the baseline's router and prefix-hash size
+    """Replay each trace once per scenario, on its baseline deployment (request_stages: each
+    trace's own) with the scenario's changes, each trace on its own fleet with the baseline's router and prefix-hash size
     (pipelines/reports/scenarios.py). Rows are staged per scenario and trace and both tables
-    replaced together at the end; a scenario that cannot apply to the baseline deployment is
-    skipped, its scenario_fleets rows saying why."""
+    replaced together at the end; a scenario that cannot apply to a baseline deployment is
+    skipped on every trace, its scenario_fleets rows saying why."""
     catalog = load_catalog(settings.reference_dir())
     with duckdb.get_connection() as conn:
         try:
@@ -43,8 +43,8 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             requests = read_table(conn, "requests").join(
                 read_table(conn, "unserved_requests").select("trace", "request_id"),
                 on=["trace", "request_id"], how="anti", maintain_order="left")
-            base_name = scalar(conn, "SELECT min(deployment) FROM request_stages"
-                                     " WHERE scenario = 'baseline'")
+            baselines = dict(conn.sql("SELECT DISTINCT trace, deployment FROM request_stages"
+                                      " WHERE scenario = 'baseline'").fetchall())
             hash_tokens = hash_tokens_by_trace(conn)
         except CatalogException as exc:   # materialized alone, before the replay
             raise dg.Failure(f"{str(exc).splitlines()[0]}: the what-if replays read the baseline"
@@ -52,8 +52,10 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
                              f" fleet_timeline and unserved_requests) first") from None
         try:
             scenarios = load_scenarios(settings.reference_dir() / "scenarios.csv")
-            runs = replay_scenarios(requests, catalog, catalog.deployment(base_name), scenarios,
-                                    router=router, hash_tokens=hash_tokens)
+            built = {name: catalog.deployment(name) for name in set(baselines.values())}
+            runs = replay_scenarios(requests.filter(pl.col("trace").is_in(list(baselines))), catalog,
+                                    {trace: built[name] for trace, name in baselines.items()},
+                                    scenarios, router=router, hash_tokens=hash_tokens)
             fleets, first = [], True
             for run in runs:
                 for batch in run.stage_batches:
@@ -72,7 +74,8 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
         for name, reason in skipped.items():
             context.log.warning(f"scenario {name} skipped: {reason}")
         context.log.info(f"replayed {requests.height:,} requests in each of "
-                         f"{len(scenarios) - len(skipped)} scenarios on {base_name} with changes "
+                         f"{len(scenarios) - len(skipped)} scenarios on"
+                         f" {', '.join(sorted(set(baselines.values())))} with changes "
                          f"(router {router})")
         for table in SCENARIO_TABLES:
             yield dg.MaterializeResult(asset_key=table, metadata={
