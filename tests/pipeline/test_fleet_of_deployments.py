@@ -10,6 +10,7 @@ import shutil
 import dagster as dg
 import duckdb
 import polars as pl
+import pytest
 
 from pipelines.definitions import build_defs
 from tests.operations.conftest import ROOT, head_of_sample
@@ -67,6 +68,15 @@ def test_each_log_replays_on_the_deployment_its_sidecar_names(tmp_path, monkeypa
         what_if = conn.sql("SELECT scenario, deployment, change, skipped, requests FROM what_if"
                            " WHERE shape = 'all' ORDER BY scenario").pl()
         [(replayed,)] = rows("SELECT count(*) FROM request_stages")
+        # sql/examples/deployment_bill.sql: a block per deployment, adding up to the fleet's bill
+        bill = conn.sql((ROOT / "sql" / "examples" / "deployment_bill.sql").read_text()).pl()
+        [(spend,)] = rows("SELECT spend_usd FROM fleet_summary WHERE trace = 'all'")
+
+    totals = bill.filter(pl.col("trace") == "all")
+    assert totals["deployment"].to_list() == ["azure-2023-70b-h100", "seed-example"]
+    assert bill.filter(pl.col("trace") != "all").select("deployment", "trace").rows() == [
+        ("azure-2023-70b-h100", CONV), ("seed-example", CODE)]
+    assert totals["usd"].sum() == pytest.approx(spend, abs=0.01)
 
     replicas = fleets.filter(pl.col("scenario") == "replicas-4")
     assert replicas.rows() == [

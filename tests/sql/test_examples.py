@@ -47,6 +47,26 @@ def test_tenant_bill_adds_up_to_the_tenants_spend(demo_run, demo_conn):
     assert total == pytest.approx(expected, abs=0.005 * len(rows))  # lines are rounded to cents
 
 
+def test_deployment_bill_adds_up_to_the_fleets_bill(demo_run, demo_conn):
+    """Each deployment's `all` line is its traces' lines together, and the fleet's bill (busy +
+    idle) is fleet_summary's, at each deployment's price."""
+    warehouse = demo_run / "warehouse" / "fleetspend.duckdb"
+    out = subprocess.run([str(DUCKDB_SHELL), "-readonly", "-csv", str(warehouse)],
+                         input=EXAMPLES[0].with_name("deployment_bill.sql").read_text(),
+                         capture_output=True, text=True, timeout=60)
+    bill = pl.read_csv(out.stdout.encode())
+    totals = bill.filter(pl.col("trace") == "all")
+    lines = bill.filter(pl.col("trace") != "all")
+    assert totals["deployment"].to_list() == ["azure-2023-70b-h100"]
+    assert totals["requests"].sum() == lines["requests"].sum() == demo_conn.sql(
+        "SELECT count(*) FROM request_stages WHERE scenario = 'baseline'").fetchall()[0][0]
+    [(spend, idle)] = demo_conn.sql("SELECT spend_usd, idle_usd FROM fleet_summary WHERE trace = 'all'").fetchall()
+    assert totals["usd"].sum() == pytest.approx(spend, abs=0.005)
+    assert totals["idle_usd"].sum() == pytest.approx(idle, abs=0.005)
+    assert lines["usd"].sum() == pytest.approx(spend, abs=0.005 * lines.height)
+    assert totals["pct_of_bill"].sum() == pytest.approx(100.0)
+
+
 def _utc_hours(demo_conn) -> dict[tuple[str, str], int]:
     """Baseline requests per trace and UTC hour of the first UTC day, counted in Python from
     the aware datetimes DuckDB hands over (whatever zone they come in), not by DuckDB's calendar."""
