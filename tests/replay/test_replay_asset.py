@@ -261,6 +261,26 @@ def test_a_log_of_which_no_request_can_be_served_fails_naming_why(tmp_path):
     assert "KV cache" not in message.split("replay on")[1]   # the context, not the KV cache, is short
 
 
+def test_a_fleet_of_which_no_request_can_be_served_names_each_deployments_remedy(tmp_path):
+    """Traces on two deployments (one named by its log's sidecar), none of whose requests can be
+    served: the remedy named the first deployment's alone, with its count of requests, as if
+    every trace were on it."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, pl.concat([_requests("x", [10**8, 10**8]), _requests("y", [10**6] * 3)]))
+        conn.execute("""UPDATE trace_files SET options = '{"deployment": "seed-example"}'"""
+                     " WHERE trace = 'y'")
+    result = _materialize(path)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    message = failure.event_specific_data.error.message
+    assert "no request can be served by azure-2023-70b-h100, seed-example: every one is set aside" in message
+    assert message.rstrip().endswith(
+        "; replay azure-2023-70b-h100's traces on a deployment with a model with a context of more"
+        " than 131,072 tokens (2 request(s)); replay seed-example's traces on a deployment with a"
+        " model with a context of more than 4,096 tokens (3 request(s))")
+
+
 def test_remedies_name_only_what_the_set_aside_requests_need():
     """The all-set-aside failure advised more GPUs and an fp8 KV cache also when only the
     model's context was short (and a longer context when only the KV cache was): each remedy is

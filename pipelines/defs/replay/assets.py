@@ -167,10 +167,13 @@ def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duck
                                     f" (unserved_requests), e.g. one that {reason}")
         stage_rows(conn, "unserved_requests", pl.concat(unserved_rows), first=True)
         if not any(served for _, served, _ in fleets):
-            deployment, _, unserved = next(fleet for fleet in fleets if fleet[2].height)
+            aside = [(deployment, unserved) for deployment, _, unserved in fleets]
+            (deployment, unserved), *others = aside
+            remedy = ("; ".join(f"replay {d.name}'s traces on a deployment with {remedies(u, d)}"
+                                for d, u in aside) if others
+                      else f"replay on a deployment with {remedies(unserved, deployment)}")
             raise dg.Failure(f"no request can be served by {_names(chosen)}: every one is set"
-                             f" aside, e.g. one that {unserved['reason'][0]}; replay on a"
-                             f" deployment with {remedies(unserved, deployment)}")
+                             f" aside, e.g. one that {unserved['reason'][0]}; {remedy}")
 
         def progress_for(trace: str):  # called as the trace's replay starts
             started = time.perf_counter()
