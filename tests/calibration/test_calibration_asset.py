@@ -346,7 +346,13 @@ def test_a_typo_in_the_deployment_setting_is_named_as_that_setting(tmp_path, mon
 
 def test_a_trace_is_fitted_on_the_deployment_its_sidecar_names(tmp_path):
     """Before the config's `deployment` (as the replay takes it), after its `deployments`; a
-    name the catalog no longer lists is named with the sidecar it came from."""
+    name the catalog no longer lists is named with the sidecar it came from. The launchpad's
+    words for `deployment` say so: they still called it every other trace's."""
+    described = calibration_assets.CalibrationConfig.model_fields["deployment"].description
+    assert described.startswith("The deployment of the traces not named in deployments or"
+                                " candidates whose log's sidecar names none;")
+    assert calibration_assets.CalibrationConfig.model_fields["deployments"].description.endswith(
+        "; others use their log's sidecar's, else deployment")
     options = json.dumps({"deployment": DEPLOYMENT})
     result, warehouse = _materialize(tmp_path, _requests(True),
                                      {"deployment": "seed-example", "fit_metrics": ["ttft"]}, options)

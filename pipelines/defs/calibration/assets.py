@@ -44,10 +44,12 @@ class CalibrationConfig(dg.Config):
         "The traces this run calibrates; empty: every trace with observed latencies. Only their"
         " rows of the calibration tables are replaced: the other traces' fits stay"))
     deployment: str | None = Field(default=None, description=(
-        "The deployment of the traces not named in deployments or candidates; none: the"
+        "The deployment of the traces not named in deployments or candidates whose log's"
+        " sidecar names none; none: the"
         f" FLEETSPEND_DEPLOYMENT setting, else {settings.DEFAULT_DEPLOYMENT}"))
     deployments: dict[str, str] = Field(default={}, description=(
-        "Trace -> the deployment (deployments.csv) that served it; others use deployment"))
+        "Trace -> the deployment (deployments.csv) that served it; others use their log's"
+        " sidecar's, else deployment"))
     candidates: dict[str, list[str]] = Field(default={}, description=(
         "Trace -> candidate deployments, for a log whose hardware is unknown (a hosted API's):"
         " each is calibrated, and of the plausible ones the one whose catalog factors explain"
