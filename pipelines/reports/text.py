@@ -320,7 +320,7 @@ def what_if_note(what_if: pl.DataFrame, fleet_summary: pl.DataFrame) -> str:
 
 NO_WHAT_IF = ("No what-if scenario was replayed, so there is no what-if table or chart"
               " (the catalog's `scenarios.csv`).")
-SKIPPED_INTRO = "Not replayed, as they cannot apply to this deployment (`what_if.skipped`):"
+SKIPPED_INTRO = "Not replayed, as they cannot apply to a deployment replayed (`what_if.skipped`):"
 
 
 def what_if_scenarios(what_if: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:

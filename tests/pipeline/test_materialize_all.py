@@ -563,7 +563,7 @@ def test_summary_gives_the_reason_a_what_if_scenario_was_skipped(demo_run, tmp_p
     assert summary.main() == 0
     out = capsys.readouterr().out
     assert "| tp3 |" not in out
-    assert ("\nNot replayed, as they cannot apply to this deployment (`what_if.skipped`):\n"
+    assert ("\nNot replayed, as they cannot apply to a deployment replayed (`what_if.skipped`):\n"
             f"- `tp3`: {reason}\n") in out
     assert out.index("| b200 |") < out.index("- `tp3`") < out.index("Decode owns")
 
