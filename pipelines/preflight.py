@@ -5,8 +5,8 @@ writable and the trace folder must exist, the reference catalog and its shape bu
 every deployment in it must resolve (model, GPU, price plan, replicas), every deployment the run
 config names must exist, and every what-if scenario of scenarios.csv must be well-formed (name, replicas, ...) and
 name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
-deployment, or to one a log's sidecar names (fp8 on a GPU without fp8), is not a problem: the what-if replay skips it and records
-why, and the preflight returns that as a note. All problems are collected and reported together,
+deployment, or to one a log's sidecar names (fp8 on a GPU without fp8), is not a problem: the
+what-if replay skips it and records why, and the preflight returns that as a note. All problems are collected and reported together,
 one line each, naming the setting or file (and its row and column) and what was expected: each
 check runs whatever the others found, except those that need what failed (the checks across
 catalog files need the files read; building the deployments needs catalog files without

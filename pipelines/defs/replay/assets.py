@@ -135,7 +135,8 @@ def _first_three(items: list[str], separator: str) -> str:
 def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duckdb: DuckDBResource):
     """Replay each trace on its own fleet of its deployment (trace_deployments: its log's
     sidecar's, else the run's; continuous batching, see pipelines/replay/engine.py); the
-    baseline scenario the reports read. Requests a trace's deployment cannot serve are set aside into unserved_requests (set_aside_unservable), not replayed.
+    baseline scenario the reports read. Requests a trace's deployment cannot serve are set aside
+    into unserved_requests (set_aside_unservable), not replayed.
 
     Each trace's results go to temporary staging tables; the three (REPLAY_TABLES) are replaced together in
     one transaction at the end, so an interrupted or failed replay leaves the previous tables

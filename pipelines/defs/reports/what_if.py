@@ -29,8 +29,8 @@ SCENARIO_TABLES = ["scenario_stages", "scenario_fleets"]
 )
 def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
     """Replay each trace once per scenario, on its baseline deployment (request_stages: each
-    trace's own) with the scenario's changes, each trace on its own fleet with the baseline's router and prefix-hash size
-    (pipelines/reports/scenarios.py). Rows are staged per scenario and trace and both tables
+    trace's own) with the scenario's changes, each trace on its own fleet with the baseline's
+    router and prefix-hash size (pipelines/reports/scenarios.py). Rows are staged per scenario and trace and both tables
     replaced together at the end; a scenario that cannot apply to a baseline deployment is
     skipped on every trace, its scenario_fleets rows saying why."""
     catalog = load_catalog(settings.reference_dir())
