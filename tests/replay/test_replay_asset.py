@@ -87,6 +87,51 @@ def test_replay_replaces_both_tables(tmp_path):
     assert metadata["prefix_cache_hit_rate"].value == {"a": None, "b": None}
 
 
+def _on_deployment(conn, trace: str, deployment: str) -> None:
+    """`trace`'s log's sidecar names `deployment` (trace_files.options, as the ingest keeps it)."""
+    conn.execute("UPDATE trace_files SET options = json_object('deployment', ?::VARCHAR) WHERE trace = ?",
+                 [deployment, trace])
+
+
+def test_traces_of_two_deployments_interleaved_are_each_replayed_once_on_their_own(tmp_path):
+    """Traces grouped by deployment (x and z on the run's, y on its sidecar's) are staged group
+    by group: every trace's rows are in each table once, set-aside ones with their deployment,
+    and a second run replaces them (the first group's first trace starts the staging tables)."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, pl.concat([_requests("x", [100, 200]), _requests("y", [300, 10**6]),
+                                         _requests("z", [400])]))
+        _on_deployment(conn, "y", "seed-example")
+    for _ in range(2):
+        result = _materialize(path)
+        assert result.success
+        with _connect(path) as conn:
+            assert conn.sql("SELECT trace, deployment, count(*) FROM request_stages GROUP BY ALL"
+                            " ORDER BY trace").fetchall() == [
+                ("x", "azure-2023-70b-h100", 2), ("y", "seed-example", 1), ("z", "azure-2023-70b-h100", 1)]
+            assert conn.sql("SELECT DISTINCT trace, deployment FROM fleet_timeline ORDER BY trace"
+                            ).fetchall() == [("x", "azure-2023-70b-h100"), ("y", "seed-example"),
+                                             ("z", "azure-2023-70b-h100")]
+            assert conn.sql("SELECT trace, deployment, request_id FROM unserved_requests").fetchall() \
+                == [("y", "seed-example", "y:1")]
+    metadata = result.asset_materializations_for_node("replayed_fleet")[0].metadata
+    assert metadata["deployment"].value == "azure-2023-70b-h100, seed-example"
+
+
+def test_a_sidecars_deployment_the_catalog_no_longer_lists_is_named_with_its_sidecar(tmp_path):
+    """The ingest checks a sidecar's deployment, but deployments.csv can change after: the replay
+    names the sidecar the name came from, not the run's deployment setting."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, pl.concat([_requests("x", [100]), _requests("y", [100])]))
+        _on_deployment(conn, "y", "gone-fleet")
+    result = _materialize(path)
+    assert not result.success
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert ("/logs/y.csv.fleetspend.json, key 'deployment': unknown deployment 'gone-fleet'"
+            in failure.event_specific_data.error.message)
+
+
 def test_the_run_log_gives_no_hit_rate_for_a_trace_without_prefix_hashes(tmp_path):
     """The metadata's rate is null for a trace without prefix hashes (90d4152); the run log's
     line for the trace said "prefix-cache hit rate 0.0%" all the same, as if the cache had found
