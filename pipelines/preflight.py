@@ -5,8 +5,8 @@ writable and the trace folder must exist, the reference catalog and its shape bu
 every deployment in it must resolve (model, GPU, price plan, replicas), every deployment the run
 config names must exist, and every what-if scenario of scenarios.csv must be well-formed (name, replicas, ...) and
 name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
-deployment, or to one a log's sidecar names (fp8 on a GPU without fp8), is not a problem: the
-what-if replay skips it and records why, and the preflight returns that as a note. All problems are collected and reported together,
+deployment (fp8 on a GPU without fp8) is not a problem: the what-if replay skips it and records
+why, and the preflight returns that as a note. All problems are collected and reported together,
 one line each, naming the setting or file (and its row and column) and what was expected: each
 check runs whatever the others found, except those that need what failed (the checks across
 catalog files need the files read; building the deployments needs catalog files without
@@ -42,14 +42,11 @@ class ConfigurationError(ValueError):
 class RunChoices:
     """The names a run's config chose, as (setting, name) pairs; the setting says where the
     name came from (e.g. 'replayed_fleet.deployment'), so the message can point at it.
-    `replay` is the deployment the baseline and what-if replays run on, and `sidecars` the
-    (sidecar, deployment) of each log whose sidecar names its own (the scenarios are checked
-    against each of them: the what-if replay skips on every trace one that cannot apply to one);
-    `problems` are what reading the run config already found wrong."""
+    `replay` is the deployment the baseline and what-if replays run on (the scenarios are
+    checked against it alone); `problems` are what reading the run config already found wrong."""
 
     deployments: list[tuple[str, str]] = field(default_factory=list)
     replay: tuple[str, str] | None = None
-    sidecars: list[tuple[str, str]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -171,8 +168,7 @@ def _scenario_problems(scenarios_file: Path, catalog: Catalog | None, choices: R
     """Every problem of the scenarios file, whatever the catalog's (its rows are checked on
     their own), and of the GPU and dtype names they give where the catalog's files read; where
     the catalog and the scenarios are right, the scenarios that cannot apply to the replay's
-    deployment, or to one a log's sidecar names, are notes (a sidecar's name the catalog lacks
-    fails that log alone at ingest, which names it)."""
+    deployment are notes."""
     scenarios, problems = read_scenarios(scenarios_file)
     yield from problems
     named_wrong = False
@@ -182,25 +178,18 @@ def _scenario_problems(scenarios_file: Path, catalog: Catalog | None, choices: R
         except ScenarioError as exc:
             named_wrong = True
             yield str(exc)   # names the file and the line
-    if not catalog_ok or problems or named_wrong:
+    setting, name = choices.replay or (None, None)
+    if not catalog_ok or problems or named_wrong or name not in catalog.deployment_names:
         return
-    fleet: dict[str, str] = {}   # each deployment the traces replay on -> the setting naming it
-    for setting, name in [*([choices.replay] if choices.replay else []),
-                          *((f"{sidecar}, key 'deployment'", name) for sidecar, name in choices.sidecars)]:
-        fleet.setdefault(name, setting)
-    where = " on every trace" if len(fleet) > 1 else ""
-    for name, setting in fleet.items():
-        if name not in catalog.deployment_names:
-            continue   # reported above (a run's choice) or by the ingest (a sidecar's)
+    try:
+        baseline = catalog.deployment(name)
+    except Exception:
+        return  # reported above
+    for scenario in scenarios:  # names are known now: what fails here does not fit `baseline`
         try:
-            baseline = catalog.deployment(name)
-        except Exception:
-            continue  # reported above
-        for scenario in scenarios:  # names are known now: what fails here does not fit `baseline`
-            try:
-                scenario_deployment(catalog, baseline, scenario)
-            except ScenarioNotApplicable as exc:
-                notes.append(f"{exc} ({setting}); the what-if replay skips it{where}")
+            scenario_deployment(catalog, baseline, scenario)
+        except ScenarioNotApplicable as exc:
+            notes.append(f"{exc} ({setting}); the what-if replay skips it")
 
 
 def preflight(warehouse: Path, reference_dir: Path, choices: RunChoices, *,
@@ -208,7 +197,7 @@ def preflight(warehouse: Path, reference_dir: Path, choices: RunChoices, *,
     """Raise ConfigurationError listing every problem, or return the notes: optional catalog
     columns the physics reads that the files lack (Catalog.absent_columns) or a row leaves
     empty (Catalog.empty_values), and what-if scenarios the replay will skip because they
-    cannot apply to one of its deployments."""
+    cannot apply to its deployment."""
     notes: list[str] = []
     problems = [*choices.problems, *_folder_problems(warehouse, reports_dir, trace_dir)]
     problems += list(_catalog_problems(reference_dir, choices, notes))

@@ -22,7 +22,7 @@ import yaml
 
 from pipelines import settings
 from pipelines.defs.replay.assets import replay_options
-from pipelines.formats.sidecar import deployment_named, raw_options, sidecar_of
+from pipelines.formats.sidecar import deployment_named, raw_options
 from pipelines.formats.source import trace_files
 from pipelines.preflight import ConfigurationError, RunChoices, writable_folder, preflight
 from pipelines.publish import overdue_run
@@ -182,11 +182,9 @@ DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 def check_run(warehouse: Path, run_config) -> list[str]:
     """Raise ConfigurationError naming every problem of this run's configuration; else return
     the notes (optional catalog columns the physics reads that the files lack, what-if scenarios
-    the replay will skip on its deployments, a log's sidecar's included, and why)."""
+    the replay will skip on its deployment, and why)."""
     choices = run_choices(run_config)
-    choices = replace(choices, problems=[*_setting_problems(warehouse), *choices.problems],
-                      sidecars=[(str(sidecar_of(log)), name)
-                                for log, name in sidecar_deployments(settings.trace_dir())])
+    choices = replace(choices, problems=[*_setting_problems(warehouse), *choices.problems])
     return preflight(warehouse, settings.reference_dir(), choices,
                      reports_dir=settings.reports_dir(), trace_dir=settings.trace_dir())
 
@@ -202,13 +200,13 @@ def replayed_on(run_config) -> str:
     own = sidecar_deployments(settings.trace_dir())
     if not own:
         return f"the traces replay on deployment {name} ({source})"
-    listed = ", ".join(f"{log.name} on {deployment}" for log, deployment in own)
+    listed = ", ".join(f"{log} on {deployment}" for log, deployment in own)
     return (f"the traces replay on deployment {name} ({source}), but for {len(own)} whose log's"
             f" sidecar names its own: {listed}")
 
 
-def sidecar_deployments(folder: Path) -> list[tuple[Path, str]]:
-    """(log, deployment) of each log of `folder` whose sidecar names the deployment that
+def sidecar_deployments(folder: Path) -> list[tuple[str, str]]:
+    """(log name, deployment) of each log of `folder` whose sidecar names the deployment that
     served it (pipelines/formats/sidecar.py); a sidecar that cannot be read is the ingest's to
     name, with its log."""
     named = []
@@ -218,7 +216,7 @@ def sidecar_deployments(folder: Path) -> list[tuple[Path, str]]:
         except (OSError, ValueError):
             continue
         if deployment is not None:
-            named.append((log, deployment))
+            named.append((log.name, deployment))
     return named
 
 

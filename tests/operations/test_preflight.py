@@ -280,28 +280,6 @@ def test_replay_on_another_deployment_skips_scenarios_that_cannot_apply(tmp_path
     assert "its plans for a100-80gb-sxm: coreweave on-demand, runpod on-demand" in notes[0]
 
 
-def test_a_scenario_that_cannot_apply_to_a_sidecars_deployment_is_noted(tmp_path, monkeypatch,
-                                                                          capsys):
-    """The what-if replay skips on every trace a scenario that cannot apply to one deployment of
-    the fleet, a log's sidecar's included (prices.csv has no Lambda A100 for the shipped
-    lambda-on-demand), but the preflight checked the scenarios against the run's deployment
-    alone and said nothing of it."""
-    traces = tmp_path / "traces"
-    traces.mkdir()
-    for name in ("chat.csv", "code.csv"):
-        (traces / name).write_text("ts,in,out\n0.5,100,10\n")
-    sidecar = traces / "code.csv.fleetspend.json"
-    sidecar.write_text('{"format": "csv", "deployment": "seed-example"}')
-    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(traces))
-    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT", raising=False)
-    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
-    assert code == 0 and err == "" and "configuration ok" in out
-    [note] = [line for line in out.splitlines() if line.startswith("note: ")]
-    assert "scenario 'lambda-on-demand' does not apply to deployment 'seed-example'" in note
-    assert note.endswith(f"({sidecar}, key 'deployment'); the what-if replay skips it on every"
-                         f" trace")
-
-
 def test_a_calibration_deployment_is_not_checked_against_the_scenarios(tmp_path, monkeypatch, capsys):
     config = '{"ops": {"calibrated": {"config": {"deployment": "seed-example"}}}}'
     code, out, err = _command(tmp_path, monkeypatch, capsys, config)
