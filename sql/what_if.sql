@@ -113,11 +113,13 @@ runs AS (
     LEFT JOIN fleet AS fl USING (run)
 ),
 -- one row per scenario: on a fleet of several baseline deployments (traces replayed on their
--- own, trace_deployments.sql) `change` names each baseline with its change, `deployment` lists
--- the scenario's deployments, and a scenario lowers precision where it does on any of them
+-- own, trace_deployments.sql) whose changes differ `change` names each baseline with its change
+-- (one the same on every baseline, an output cap or fp8 from bf16, is said once, not once per
+-- deployment in a sentence the headline quotes), `deployment` lists the scenario's deployments, and a scenario
+-- lowers precision where it does on any of them
 described AS (
     SELECT scenario, any_value(description) AS description,
-           CASE WHEN count(DISTINCT baseline_deployment) > 1
+           CASE WHEN count(DISTINCT change) > 1
                 THEN string_agg(DISTINCT baseline_deployment || ': ' || change, '; '
                                 ORDER BY baseline_deployment || ': ' || change)
                 ELSE any_value(change) END AS change,

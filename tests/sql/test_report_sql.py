@@ -340,6 +340,22 @@ def test_what_if_baseline_per_day_weighs_each_trace_by_its_own_span(conn):
         -(day_t / 2) / (day_t + day_u), rel=1e-4)
 
 
+def test_what_if_says_a_change_once_where_every_baseline_deployment_has_it(conn):
+    """A fleet of several deployments: a scenario whose change reads the same on each baseline
+    (fp8 weights from bf16, an output cap) named every deployment with one phrase, four copies of
+    it in the report's table and headline; one whose change differs names each with its own."""
+    conn.execute("INSERT INTO scenario_fleets SELECT * REPLACE ('u' AS trace, 'e' AS"
+                 " baseline_deployment) FROM scenario_fleets")
+    for table in ("request_stages", "scenario_stages", "requests", "fleet_timeline"):
+        conn.execute(f"INSERT INTO {table} SELECT * REPLACE ('u' AS trace) FROM {table}")
+    _build_report_tables(conn)
+    changes = "SELECT change FROM what_if WHERE scenario = 's' AND shape = 'all'"
+    assert conn.sql(changes).fetchall() == [("replicas 2 → 1",)]
+    conn.execute("UPDATE scenario_fleets SET change = 'replicas 3 → 1' WHERE trace = 'u'")
+    _build_report_tables(conn)
+    assert conn.sql(changes).fetchall() == [("d: replicas 2 → 1; e: replicas 3 → 1",)]
+
+
 def test_what_if_prices_a_scenario_at_its_own_gpu_price(conn):
     """A GPU swap's busy and fleet dollars are its GPU-seconds at the scenario fleet's price
     (scenario_fleets.usd_per_gpu_hour), not the baseline's: here half the GPU-seconds at twice
