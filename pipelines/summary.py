@@ -333,8 +333,8 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
         print(f"\n== Requests set aside, not replayed: {sum(n for _, n, *_ in unserved):,} ==")
         print("\n".join(f"- {trace}: {n:,} request(s), e.g. {request_id}, which {reason}"
                         for trace, n, request_id, reason in unserved))
-        print("(the deployment cannot serve them; the figures below leave them out:"
-              " FROM unserved_requests)")
+        print("(the deployment their trace replays on cannot serve them; the figures below leave"
+              " them out: FROM unserved_requests)")
     if other_models:
         # one line per trace and name: the same name in two traces is two lines
         print(f"\n== Priced as another model than the log names: {len(other_models)} trace and"

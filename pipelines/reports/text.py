@@ -198,8 +198,8 @@ def unserved_sentence(unserved: Sequence[tuple]) -> str | None:
     traces = ", ".join(f"{trace} {count:,}" for trace, count, *_ in unserved)
     _, _, request_id, reason = unserved[0]
     return (f"**Left out:** {total:,} request(s) ({traces}) were set aside, not replayed, because"
-            f" the deployment cannot serve them (e.g. {request_id}, which {reason}); every figure"
-            f" of this report leaves them out (`unserved_requests`).")
+            f" the deployment their trace replays on cannot serve them (e.g. {request_id}, which"
+            f" {reason}); every figure of this report leaves them out (`unserved_requests`).")
 
 
 def rejected_sentence(incomplete: Sequence[tuple]) -> str | None:
@@ -320,7 +320,10 @@ def what_if_note(what_if: pl.DataFrame, fleet_summary: pl.DataFrame) -> str:
 
 NO_WHAT_IF = ("No what-if scenario was replayed, so there is no what-if table or chart"
               " (the catalog's `scenarios.csv`).")
-SKIPPED_INTRO = "Not replayed, as they cannot apply to a deployment replayed (`what_if.skipped`):"
+# "a deployment the traces were replayed on": on a fleet of several (logs whose sidecars name their
+# own) a scenario is skipped where it cannot apply to one of them, which each reason names
+SKIPPED_INTRO = ("Not replayed, as each cannot apply to a deployment the traces were replayed on"
+                 " (`what_if.skipped`):")
 
 
 def what_if_scenarios(what_if: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:

@@ -424,7 +424,8 @@ def test_summary_names_requests_the_replay_set_aside(demo_run, tmp_path, monkeyp
                      " ('t', 'd', 't:12', 100000000, 20, ?)", [reason, reason])
     out = _summary_of_copy(demo_run, tmp_path, monkeypatch, capsys, set_aside)
     assert (f"\n== Requests set aside, not replayed: 2 ==\n- t: 2 request(s), e.g. t:9, which"
-            f" {reason}\n") in out
+            f" {reason}\n(the deployment their trace replays on cannot serve them; the figures"
+            f" below leave them out: FROM unserved_requests)\n") in out
     assert out.index("set aside") < out.index("$")
 
 
@@ -563,7 +564,8 @@ def test_summary_gives_the_reason_a_what_if_scenario_was_skipped(demo_run, tmp_p
     assert summary.main() == 0
     out = capsys.readouterr().out
     assert "| tp3 |" not in out
-    assert ("\nNot replayed, as they cannot apply to a deployment replayed (`what_if.skipped`):\n"
+    assert ("\nNot replayed, as each cannot apply to a deployment the traces were replayed on"
+            " (`what_if.skipped`):\n"
             f"- `tp3`: {reason}\n") in out
     assert out.index("| b200 |") < out.index("- `tp3`") < out.index("Decode owns")
 

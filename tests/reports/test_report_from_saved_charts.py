@@ -84,8 +84,8 @@ def test_report_says_how_many_requests_the_replay_set_aside(copied_run):
                      " ('t', 'd', 't:12', 900000, 20, 'is long'), ('u', 'd', 'u:3', 900000, 2, 'too')")
     report(duckdb=DuckDBResource(database=str(copied_run / "w.duckdb")))
     said = ("**Left out:** 3 request(s) (t 2, u 1) were set aside, not replayed, because the"
-            " deployment cannot serve them (e.g. t:9, which is long); every figure of this report"
-            " leaves them out (`unserved_requests`).")
+            " deployment their trace replays on cannot serve them (e.g. t:9, which is long); every figure"
+            " of this report leaves them out (`unserved_requests`).")
     md = (copied_run / "reports" / "report.md").read_text()
     assert md.index("**Caveat:**") < md.index(said) < md.index("**Decode owns")
     page = (copied_run / "reports" / "report.html").read_text()

@@ -360,8 +360,8 @@ def test_the_requests_set_aside_are_one_sentence_and_none_says_nothing():
     rows = [("a", 1_257, "a:1005", "has 5019 tokens"), ("b", 3, "b:7", "needs more")]
     assert unserved_sentence(rows) == (
         "**Left out:** 1,260 request(s) (a 1,257, b 3) were set aside, not replayed, because the"
-        " deployment cannot serve them (e.g. a:1005, which has 5019 tokens); every figure of this"
-        " report leaves them out (`unserved_requests`).")
+        " deployment their trace replays on cannot serve them (e.g. a:1005, which has 5019 tokens);"
+        " every figure of this report leaves them out (`unserved_requests`).")
     assert unserved_sentence([]) is None
 
 
@@ -645,6 +645,19 @@ def test_a_fleet_of_several_deployments_names_each_with_its_traces_and_price():
                  " else the run's; the `roofline` table holds their coefficients): `big` (traces"
                  " chat, code) at $6.155 per GPU-hour, coreweave on-demand; `small` (trace batch) at"
                  " $1.39 per GPU-hour, runpod on-demand (`deployment_prices`).") in blocks
+
+
+def test_the_skipped_scenarios_intro_holds_on_a_fleet_of_several_deployments():
+    """Four logs on four deployments, 'b200' skipped for one of them: the list read "Not
+    replayed, as they cannot apply to this deployment" under a report of four deployments."""
+    skipped = _what_if(-8.0, 0.0).with_columns(
+        skipped=pl.lit("scenario 'b200' does not apply to deployment 'small': ..."),
+        delta_usd_per_day=pl.lit(None, pl.Float64))
+    blocks = report_blocks(_report_tables(skipped), "big, small", prices=[
+        ("big", "coreweave", "on-demand", 6.155, "chat"),
+        ("small", "runpod", "on-demand", 1.39, "batch")])
+    assert ("p", "Not replayed, as each cannot apply to a deployment the traces were replayed on"
+                 " (`what_if.skipped`):") in blocks
 
 
 def test_a_share_that_is_not_all_or_nothing_never_reads_100_or_0_percent():

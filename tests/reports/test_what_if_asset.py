@@ -55,7 +55,7 @@ def test_demo_graph_materializes_on_seed_example(tmp_path, monkeypatch):
     assert "tp3" not in replayed["scenario"].to_list() and replayed.height == 9
     assert (counts["n"] == 300 - 12).all()
     report = (tmp_path / "reports" / "report.md").read_text()
-    assert "cannot apply to a deployment replayed" in report and "`tp3`: scenario 'tp3'" in report
+    assert "cannot apply to a deployment the traces were replayed on" in report and "`tp3`: scenario 'tp3'" in report
 
 
 def test_the_what_if_alone_on_a_warehouse_without_the_replay_says_what_to_run_first(tmp_path):
