@@ -5,8 +5,9 @@ writable and the trace folder must exist, the reference catalog and its shape bu
 every deployment in it must resolve (model, GPU, price plan, replicas), every deployment the run
 config names must exist, and every what-if scenario of scenarios.csv must be well-formed (name, replicas, ...) and
 name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
-deployment (fp8 on a GPU without fp8) is not a problem: the what-if replay skips it and records
-why, and the preflight returns that as a note. All problems are collected and reported together,
+deployment (fp8 on a GPU without fp8), or to a deployment a log's sidecar names, is not a problem:
+the what-if replay skips it and records why, and the preflight returns that as a note; so is a
+sidecar's deployment the catalog cannot build, which fails that log alone at ingest. All problems are collected and reported together,
 one line each, naming the setting or file (and its row and column) and what was expected: each
 check runs whatever the others found, except those that need what failed (the checks across
 catalog files need the files read; building the deployments needs catalog files without
@@ -21,7 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipelines.formats.source import TRACE_NAMES, folder_mark, trace_files, unread_files
+from pipelines.formats.sidecar import deployment_named, raw_options
+from pipelines.formats.source import TRACE_NAMES, folder_mark, sidecar_of, trace_files, unread_files
 from pipelines.publish import current_copy
 from pipelines.reports.scenarios import (
     ScenarioError,
@@ -42,8 +44,9 @@ class ConfigurationError(ValueError):
 class RunChoices:
     """The names a run's config chose, as (setting, name) pairs; the setting says where the
     name came from (e.g. 'replayed_fleet.deployment'), so the message can point at it.
-    `replay` is the deployment the baseline and what-if replays run on (the scenarios are
-    checked against it alone); `problems` are what reading the run config already found wrong."""
+    `replay` is the deployment the baseline and what-if replays run on but for the logs whose
+    sidecars name their own (the scenarios are checked against it and those); `problems` are
+    what reading the run config already found wrong."""
 
     deployments: list[tuple[str, str]] = field(default_factory=list)
     replay: tuple[str, str] | None = None
@@ -117,7 +120,48 @@ def _folder_problems(warehouse: Path, reports_dir: Path | None, trace_dir: Path 
                f" named {TRACE_NAMES}, in the folder itself" + (f"; not read: {unread}" if unread else ""))
 
 
-def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]) -> Iterable[str]:
+def sidecar_deployments(folder: Path | None) -> list[tuple[Path, str]]:
+    """(log, deployment) of each log of `folder` whose sidecar names the deployment that
+    served it (pipelines/formats/sidecar.py); a sidecar that cannot be read is the ingest's to
+    name, with its log."""
+    named = []
+    for log in trace_files(folder) if folder is not None and folder.is_dir() else ():
+        try:
+            deployment = deployment_named(raw_options(log))
+        except (OSError, ValueError):
+            continue
+        if deployment is not None:
+            named.append((log, deployment))
+    return named
+
+
+def _replayed_deployments(catalog: Catalog, choices: RunChoices, trace_dir: Path | None,
+                          notes: list[str]) -> dict[str, str]:
+    """Every deployment the folder's traces replay on -> where its name came from: the run's
+    (unless every log's sidecar names its own) and each one a sidecar names. A sidecar's that
+    the catalog cannot build is a note, not a problem: the ingest fails that log alone and the
+    other logs run, so it must not stop the run."""
+    own = sidecar_deployments(trace_dir)
+    fleet: dict[str, str] = {}
+    if choices.replay is not None and (not own or len(own) < len(trace_files(trace_dir))):
+        setting, name = choices.replay
+        fleet[name] = setting
+    logs: dict[str, list[str]] = {}
+    for log, name in own:
+        try:
+            catalog.deployment(name)
+        except CatalogError as exc:
+            notes.append(f"{sidecar_of(log)}: key 'deployment' names a deployment the replay cannot"
+                         f" use: {exc}; the ingest fails {log.name} alone")
+            continue
+        logs.setdefault(name, []).append(log.name)
+    for name, names in logs.items():
+        fleet.setdefault(name, f"the sidecar of {', '.join(names)}")
+    return fleet
+
+
+def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str],
+                      trace_dir: Path | None = None) -> Iterable[str]:
     if not reference_dir.is_dir():   # one line for the setting, not one per missing catalog file
         yield (f"FLEETSPEND_REFERENCE_DIR={reference_dir}: no such folder; expected the catalog"
                f" folder (gpus.csv, models.csv, deployments.csv, ...: data/reference)")
@@ -145,7 +189,7 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
                 yield (f"{setting}={name!r}: no such deployment; {catalog.file('deployments')}"
                        f" has {', '.join(sorted(names))}")
     yield from _scenario_problems(reference_dir / "scenarios.csv", catalog, choices, notes,
-                                  catalog_ok=not problems)
+                                  catalog_ok=not problems, trace_dir=trace_dir)
 
 
 def _deployment_problems(catalog: Catalog, notes: list[str]) -> Iterable[str]:
@@ -164,11 +208,13 @@ def _deployment_problems(catalog: Catalog, notes: list[str]) -> Iterable[str]:
 
 
 def _scenario_problems(scenarios_file: Path, catalog: Catalog | None, choices: RunChoices,
-                       notes: list[str], catalog_ok: bool) -> Iterable[str]:
+                       notes: list[str], catalog_ok: bool,
+                       trace_dir: Path | None = None) -> Iterable[str]:
     """Every problem of the scenarios file, whatever the catalog's (its rows are checked on
     their own), and of the GPU and dtype names they give where the catalog's files read; where
-    the catalog and the scenarios are right, the scenarios that cannot apply to the replay's
-    deployment are notes."""
+    the catalog and the scenarios are right, the scenarios that cannot apply to a deployment the
+    traces replay on (the run's, or one a log's sidecar names) are notes: on a fleet of several
+    the replay skips such a scenario on every trace."""
     scenarios, problems = read_scenarios(scenarios_file)
     yield from problems
     named_wrong = False
@@ -178,29 +224,34 @@ def _scenario_problems(scenarios_file: Path, catalog: Catalog | None, choices: R
         except ScenarioError as exc:
             named_wrong = True
             yield str(exc)   # names the file and the line
-    setting, name = choices.replay or (None, None)
-    if not catalog_ok or problems or named_wrong or name not in catalog.deployment_names:
+    if not catalog_ok or problems or named_wrong:
         return
-    try:
-        baseline = catalog.deployment(name)
-    except Exception:
-        return  # reported above
-    for scenario in scenarios:  # names are known now: what fails here does not fit `baseline`
+    fleet = _replayed_deployments(catalog, choices, trace_dir, notes)
+    where = " on every trace" if len(fleet) > 1 else ""
+    for name, setting in fleet.items():
+        if name not in catalog.deployment_names:
+            continue   # reported above
         try:
-            scenario_deployment(catalog, baseline, scenario)
-        except ScenarioNotApplicable as exc:
-            notes.append(f"{exc} ({setting}); the what-if replay skips it")
+            baseline = catalog.deployment(name)
+        except Exception:
+            continue  # reported above
+        for scenario in scenarios:  # names are known now: what fails here does not fit `baseline`
+            try:
+                scenario_deployment(catalog, baseline, scenario)
+            except ScenarioNotApplicable as exc:
+                notes.append(f"{exc} ({setting}); the what-if replay skips it{where}")
 
 
 def preflight(warehouse: Path, reference_dir: Path, choices: RunChoices, *,
               reports_dir: Path | None = None, trace_dir: Path | None = None) -> list[str]:
     """Raise ConfigurationError listing every problem, or return the notes: optional catalog
     columns the physics reads that the files lack (Catalog.absent_columns) or a row leaves
-    empty (Catalog.empty_values), and what-if scenarios the replay will skip because they
-    cannot apply to its deployment."""
+    empty (Catalog.empty_values), what-if scenarios the replay will skip because they cannot
+    apply to a deployment the traces replay on, and sidecars that name a deployment the catalog
+    cannot build."""
     notes: list[str] = []
     problems = [*choices.problems, *_folder_problems(warehouse, reports_dir, trace_dir)]
-    problems += list(_catalog_problems(reference_dir, choices, notes))
+    problems += list(_catalog_problems(reference_dir, choices, notes, trace_dir))
     if problems:
         raise ConfigurationError("configuration problem(s), nothing was run:\n- " + "\n- ".join(problems))
     return notes

@@ -22,9 +22,13 @@ import yaml
 
 from pipelines import settings
 from pipelines.defs.replay.assets import replay_options
-from pipelines.formats.sidecar import deployment_named, raw_options
-from pipelines.formats.source import trace_files
-from pipelines.preflight import ConfigurationError, RunChoices, writable_folder, preflight
+from pipelines.preflight import (
+    ConfigurationError,
+    RunChoices,
+    preflight,
+    sidecar_deployments,
+    writable_folder,
+)
 from pipelines.publish import overdue_run
 from pipelines.roofline.calibration import REQUEST_METRICS
 
@@ -200,24 +204,9 @@ def replayed_on(run_config) -> str:
     own = sidecar_deployments(settings.trace_dir())
     if not own:
         return f"the traces replay on deployment {name} ({source})"
-    listed = ", ".join(f"{log} on {deployment}" for log, deployment in own)
+    listed = ", ".join(f"{log.name} on {deployment}" for log, deployment in own)
     return (f"the traces replay on deployment {name} ({source}), but for {len(own)} whose log's"
             f" sidecar names its own: {listed}")
-
-
-def sidecar_deployments(folder: Path) -> list[tuple[str, str]]:
-    """(log name, deployment) of each log of `folder` whose sidecar names the deployment that
-    served it (pipelines/formats/sidecar.py); a sidecar that cannot be read is the ingest's to
-    name, with its log."""
-    named = []
-    for log in trace_files(folder):
-        try:
-            deployment = deployment_named(raw_options(log))
-        except (OSError, ValueError):
-            continue
-        if deployment is not None:
-            named.append((log.name, deployment))
-    return named
 
 
 def traces_from() -> str:

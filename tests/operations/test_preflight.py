@@ -17,6 +17,8 @@ from pipelines.definitions import build_defs
 from pipelines.publish import private_dir
 from tests.operations.conftest import ROOT
 
+FIXTURES = ROOT / "tests" / "fixtures"
+
 DEPLOYMENT = "azure-2023-70b-h100"
 
 
@@ -651,6 +653,37 @@ def test_configuration_ok_names_each_log_whose_sidecar_names_its_deployment(tmp_
     code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 0 and out.splitlines()[0].endswith(
         " names one), but for 1 whose log's sidecar names its own: code.csv on seed-example")
+
+
+def test_scenarios_and_sidecars_are_checked_on_each_deployment_a_log_names(tmp_path, monkeypatch,
+                                                                          capsys):
+    """A fleet of several deployments: the notes checked the scenarios on the run's deployment
+    alone, so 'b200' (no Blackwell efficiency for the 2023 stack) and 'lambda-on-demand' (no
+    Lambda A100), which the replay skips on every trace, went unsaid; and a misspelt deployment
+    in a sidecar read "configuration ok" with no word that the ingest fails its log."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for name in ("code.csv", "copy.csv", "plain.csv"):   # plain.csv: on the run's deployment
+        shutil.copy(FIXTURES / "public" / "vidur_splitwise_code.excerpt.csv", traces / name)
+    (traces / "code.csv.fleetspend.json").write_text('{"deployment": "splitwise-70b-a100-tp2"}')
+    (traces / "copy.csv.fleetspend.json").write_text('{"deployment": "splitwise-70b-a100-tp9"}')
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(traces))
+    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT", raising=False)
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert code == 0
+    assert any(f"note: {traces / 'copy.csv.fleetspend.json'}: key 'deployment' names a deployment"
+               " the replay cannot use: unknown deployment 'splitwise-70b-a100-tp9'" in n
+               and n.endswith("; the ingest fails copy.csv alone") for n in notes), notes
+    skipped = {n.split("scenario '")[1].split("'")[0] for n in notes
+               if "(the sidecar of code.csv); the what-if replay skips it on every trace" in n}
+    assert skipped == {"b200", "lambda-on-demand"}, notes
+    # every log names its own deployment: the run's (the demo fleet's H100) replays none
+    (traces / "plain.csv").unlink()
+    (traces / "copy.csv.fleetspend.json").write_text('{"deployment": "splitwise-70b-a100-tp2"}')
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and "azure-2023-70b-h100'" not in out and "skips it on every" not in out
+    assert "(the sidecar of code.csv, copy.csv); the what-if replay skips it\n" in out
 
 
 def test_a_deployments_row_with_no_name_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
