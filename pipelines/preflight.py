@@ -139,8 +139,10 @@ def _replayed_deployments(catalog: Catalog, choices: RunChoices, trace_dir: Path
                           notes: list[str]) -> dict[str, str]:
     """Every deployment the folder's traces replay on -> where its name came from: the run's
     (unless every log's sidecar names its own) and each one a sidecar names. A sidecar's that
-    the catalog cannot build is a note, not a problem: the ingest fails that log alone and the
-    other logs run, so it must not stop the run."""
+    the catalog cannot build is a note, not a problem: a new log's typo fails that log alone at
+    ingest and must not stop the other logs' run; the note says too that a log ingested naming
+    it (a deployments.csv row removed since) stops the replay, which the preflight cannot tell
+    from here without the warehouse."""
     own = sidecar_deployments(trace_dir)
     fleet: dict[str, str] = {}
     if choices.replay is not None and (not own or len(own) < len(trace_files(trace_dir))):
@@ -152,7 +154,8 @@ def _replayed_deployments(catalog: Catalog, choices: RunChoices, trace_dir: Path
             catalog.deployment(name)
         except CatalogError as exc:
             notes.append(f"{sidecar_of(log)}: key 'deployment' names a deployment the replay cannot"
-                         f" use: {exc}; the ingest fails {log.name} alone")
+                         f" use: {exc}; the ingest fails {log.name} alone, but once ingested naming"
+                         f" it (the row since removed or renamed) it stops the replay")
             continue
         logs.setdefault(name, []).append(log.name)
     for name, names in logs.items():
