@@ -190,6 +190,21 @@ def test_a_typo_in_the_deployment_setting_is_named_as_that_setting(tmp_path, mon
         assert "replay config" not in message
 
 
+def test_a_sidecar_deployment_removed_from_the_catalog_after_ingest_names_the_sidecar(tmp_path):
+    """A log ingested naming a deployments.csv row that is gone since (the ingest does not read
+    it again: same content, same options): the replay stops naming the sidecar and its key, as
+    the README and the preflight's note say, not the run's deployment setting."""
+    path = tmp_path / "w.duckdb"
+    with _connect(path) as conn:
+        _write_requests(conn, _requests("a", [100, 200]))
+        conn.execute("""UPDATE trace_files SET options = '{"deployment": "chat-8b-l40s"}'""")
+    result = _materialize(path)
+    failure = next(e for e in result.all_events if e.event_type_value == "STEP_FAILURE")
+    assert failure.event_specific_data.error.message.startswith(
+        "dagster._core.definitions.events.Failure: /logs/a.csv.fleetspend.json, key 'deployment':"
+        " unknown deployment 'chat-8b-l40s': ")
+
+
 def test_a_catalog_file_problem_is_not_blamed_on_the_deployment_choice(tmp_path, monkeypatch):
     """A broken catalog file failed the replay as "FLEETSPEND_DEPLOYMENT: <gpus.csv problem>"
     (or "the default: ..."), as if the deployment chosen were the cause; the file's own message
