@@ -22,6 +22,7 @@ import yaml
 
 from pipelines import settings
 from pipelines.defs.replay.assets import replay_options
+from pipelines.formats.source import trace_files
 from pipelines.preflight import (
     ConfigurationError,
     RunChoices,
@@ -196,7 +197,8 @@ def check_run(warehouse: Path, run_config) -> list[str]:
 def replayed_on(run_config) -> str:
     """Which deployment the traces replay on and what chose it: a FLEETSPEND_DEPLOYMENT
     misspelt in a cron line replays every night on the demo fleet, which nothing before the
-    report's last lines named."""
+    report's last lines named. Where every log's sidecar names its own, the run's replays none,
+    and the line does not say the traces replay on it."""
     source, name = run_choices(run_config).replay
     if source.endswith("(default)"):
         source = (f"the default: neither run config {REPLAY_OP}.deployment nor"
@@ -205,6 +207,9 @@ def replayed_on(run_config) -> str:
     if not own:
         return f"the traces replay on deployment {name} ({source})"
     listed = ", ".join(f"{log.name} on {deployment}" for log, deployment in own)
+    if len(own) == len(trace_files(settings.trace_dir())):   # the run's deployment replays none
+        return (f"each trace replays on the deployment its log's sidecar names: {listed} (none on"
+                f" the run's, {name}, from {source})")
     return (f"the traces replay on deployment {name} ({source}), but for {len(own)} whose log's"
             f" sidecar names its own: {listed}")
 

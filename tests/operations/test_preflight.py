@@ -653,6 +653,15 @@ def test_configuration_ok_names_each_log_whose_sidecar_names_its_deployment(tmp_
     code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
     assert code == 0 and out.splitlines()[0].endswith(
         " names one), but for 1 whose log's sidecar names its own: code.csv on seed-example")
+    # every log names its own: the run's deployment replays none, and the line said they all did
+    for name in ("chat.csv", "broken.csv"):
+        (traces / f"{name}.fleetspend.json").write_text('{"format": "csv", "deployment": "seed-example"}')
+    code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 0 and out.splitlines()[0].endswith(
+        "; each trace replays on the deployment its log's sidecar names: broken.csv on seed-example,"
+        " chat.csv on seed-example, code.csv on seed-example (none on the run's, azure-2023-70b-h100,"
+        " from the default: neither run config replayed_fleet.deployment nor FLEETSPEND_DEPLOYMENT"
+        " names one)")
 
 
 def test_scenarios_and_sidecars_are_checked_on_each_deployment_a_log_names(tmp_path, monkeypatch,
