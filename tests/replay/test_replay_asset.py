@@ -299,7 +299,8 @@ def test_the_warning_names_the_first_request_set_aside_in_the_file(tmp_path):
     result = _materialize_with_checks(path, dg.AssetSelection.all() - CATALOG_CHECKS)
     [warning] = [e for e in result.get_asset_check_evaluations() if e.check_name == "every_request_served"]
     assert warning.description.startswith("2 request(s) set aside, not replayed: the deployment"
-                                          " cannot serve them, first x x:2, which has")
+                                          " their trace replays on cannot serve them, first x x:2,"
+                                          " which has")
     with _connect(path) as conn:
         assert run_sql(conn, "summary_unserved_requests").fetchall()[0][:3] == ("x", 2, "x:2")
 

@@ -135,8 +135,8 @@ def every_request_served(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     first = rows.row(0, named=True)
     return dg.AssetCheckResult(
         passed=False, severity=dg.AssetCheckSeverity.WARN,
-        description=(f"{count:,} request(s) set aside, not replayed: the deployment cannot serve"
-                     f" them, first {first['trace']} {first['request_id']}, which {first['reason']}"),
+        description=(f"{count:,} request(s) set aside, not replayed: the deployment their trace"
+                     f" replays on cannot serve them, first {first['trace']} {first['request_id']}, which {first['reason']}"),
         metadata={"unserved_requests": count, "first_requests": _as_markdown(rows)})
 
 
