@@ -106,6 +106,6 @@ def test_each_log_replays_on_the_deployment_its_sidecar_names(tmp_path, monkeypa
             " $2.70 per GPU-hour, coreweave on-demand (`deployment_prices`).") in report
     assert "mean batch" in report and "(max_seqs differs by deployment)" in report
     # a scenario skipped for one deployment of the fleet: not "this deployment", of which there are two
-    assert ("Not replayed, as they cannot apply to a deployment replayed (`what_if.skipped`):"
-            in report)
+    assert ("Not replayed, as each cannot apply to a deployment the traces were replayed on"
+            " (`what_if.skipped`):" in report)
 
