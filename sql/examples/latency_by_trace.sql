@@ -1,5 +1,7 @@
--- TTFT and TPOT percentiles per trace, and where the end-to-end time goes.
+-- TTFT and TPOT percentiles per trace, and where the end-to-end time goes; `deployment` is the
+-- one the trace replayed on (its log's sidecar's on a fleet of several, else the run's).
 SELECT trace,
+       any_value(deployment) AS deployment,
        count(*) AS requests,
        round(quantile_cont(ttft_s, 0.5), 3) AS p50_ttft_s,
        round(quantile_cont(ttft_s, 0.95), 3) AS p95_ttft_s,

@@ -35,11 +35,7 @@ def test_there_are_examples():
 
 def test_tenant_bill_adds_up_to_the_tenants_spend(demo_run, demo_conn):
     """The bill's lines (the trace stands in for the tenant) sum to that trace's attributed spend."""
-    warehouse = demo_run / "warehouse" / "fleetspend.duckdb"
-    example = EXAMPLES[0].with_name("tenant_bill.sql")
-    out = subprocess.run([str(DUCKDB_SHELL), "-readonly", "-csv", str(warehouse)],
-                         input=example.read_text(), capture_output=True, text=True, timeout=60)
-    header, *rows = out.stdout.strip().splitlines()
+    header, *rows = _shell_csv(demo_run, "tenant_bill.sql").strip().splitlines()
     usd = header.split(",").index("usd")
     total = sum(float(row.split(",")[usd]) for row in rows)
     tenant = "AzureLLMInferenceTrace_conv"
@@ -50,11 +46,7 @@ def test_tenant_bill_adds_up_to_the_tenants_spend(demo_run, demo_conn):
 def test_deployment_bill_adds_up_to_the_fleets_bill(demo_run, demo_conn):
     """Each deployment's `all` line is its traces' lines together, and the fleet's bill (busy +
     idle) is fleet_summary's, at each deployment's price."""
-    warehouse = demo_run / "warehouse" / "fleetspend.duckdb"
-    out = subprocess.run([str(DUCKDB_SHELL), "-readonly", "-csv", str(warehouse)],
-                         input=EXAMPLES[0].with_name("deployment_bill.sql").read_text(),
-                         capture_output=True, text=True, timeout=60)
-    bill = pl.read_csv(out.stdout.encode())
+    bill = pl.read_csv(_shell_csv(demo_run, "deployment_bill.sql").encode())
     totals = bill.filter(pl.col("trace") == "all")
     lines = bill.filter(pl.col("trace") != "all")
     assert totals["deployment"].to_list() == ["azure-2023-70b-h100"]
@@ -133,12 +125,17 @@ def test_no_warehouse_column_is_a_hugeint(demo_conn):
     assert wide == []
 
 
-def _shell_rows(demo_run, name: str) -> list[dict[str, str]]:
+def _shell_csv(demo_run, name: str) -> str:
+    """What the `duckdb` shell prints for sql/examples/<name> on the demo warehouse, as CSV."""
     warehouse = demo_run / "warehouse" / "fleetspend.duckdb"
     out = subprocess.run([str(DUCKDB_SHELL), "-readonly", "-csv", str(warehouse)],
                          input=EXAMPLES[0].with_name(name).read_text(), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and not out.stderr, out.stderr
-    return list(csv.DictReader(out.stdout.strip().splitlines()))
+    return out.stdout
+
+
+def _shell_rows(demo_run, name: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(_shell_csv(demo_run, name).strip().splitlines()))
 
 
 def test_latency_by_trace_splits_each_traces_e2e_time_and_matches_the_fleet_summary(demo_run, demo_conn):
@@ -148,6 +145,7 @@ def test_latency_by_trace_splits_each_traces_e2e_time_and_matches_the_fleet_summ
     summary = {t: (n, ttft) for t, n, ttft in demo_conn.sql(
         "SELECT trace, requests, p95_ttft_s FROM fleet_summary WHERE trace <> 'all'").fetchall()}
     assert {row["trace"] for row in rows} == set(summary)
+    assert {row["deployment"] for row in rows} == {"azure-2023-70b-h100"}   # each trace's
     for row in rows:
         shares = sum(float(row[f"{stage}_pct"]) for stage in ("queue", "prefill", "decode", "network"))
         assert shares == pytest.approx(100, abs=0.2)
