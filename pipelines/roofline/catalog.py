@@ -256,10 +256,15 @@ def _choices(frame: pl.DataFrame, column: str) -> str:
 
 
 def _one(frame: pl.DataFrame, column: str, value: str, what: str, file: Path) -> dict:
+    """The row of `frame` whose `column` is `value`; an unknown name is a CatalogError naming
+    the closest one first (a misspelt deployment in a sidecar or FLEETSPEND_DEPLOYMENT, a GPU in
+    a scenario), then every choice the file has."""
     rows = frame.filter(pl.col(column) == value)
     if rows.height == 0:
+        close = difflib.get_close_matches(str(value), frame[column].to_list(), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise CatalogError(
-            f"unknown {what} {value!r}: {file} has {_choices(frame, column)}"
+            f"unknown {what} {value!r}: {hint}{file} has {_choices(frame, column)}"
         )
     return rows.row(0, named=True)
 
