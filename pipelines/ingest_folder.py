@@ -5,9 +5,9 @@ options, pipelines/formats/sidecar.py, read under today's reader rules, READER_V
 already in trace_files is skipped; a new or changed
 file has its rows swapped in (pipelines/ingest_store.py: one transaction per file); a file that
 left the folder has its rows removed. A file that cannot be used (not a trace, bad options,
-unreadable, a trace name another file holds) fails alone with its reason and nothing of it is
-written: its previous rows, if any, stay, and failed_trace_files names it with its reason until
-a pass reads it again (or it has left the folder). Plain DuckDB and the formats layer; the ingest
+unreadable, a trace name another file holds or the fleet's totals', `all`) fails alone with its
+reason and nothing of it is written: its previous rows, if any, stay, and failed_trace_files
+names it with its reason until a pass reads it again (or it has left the folder). Plain DuckDB and the formats layer; the ingest
 asset (pipelines/defs/ingest/assets.py) is wiring and metadata around `ingest_folder`.
 """
 
@@ -26,6 +26,12 @@ from pipelines.ingest_store import forget_file, ingested, record_failures, repla
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.settings import reference_dir
 from pipelines.warehouse import run_sql
+
+
+# The `trace` of fleet_summary's row for all traces together (sql/fleet_summary.sql), which
+# what_if, the report and the summary pick out by that name: a log named after it would be
+# summed into the fleet's totals as if it were them, and the totals counted twice.
+TOTALS_TRACE = "all"
 
 
 @dataclass
@@ -60,6 +66,12 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
         options: dict = {}
         try:
             options = raw_options(file)
+            # before the identity check: a file ingested before this rule is named every pass
+            if trace_name(file) == TOTALS_TRACE:
+                outcome.failed[str(file)] = (f"{file}: its trace name {TOTALS_TRACE!r} is the name"
+                                             f" of the fleet's totals (fleet_summary.trace ="
+                                             f" {TOTALS_TRACE!r}); rename the file")
+                continue
             if identity.get(str(file)) == (sha256_of(file), canonical(options), READER_VERSION):
                 continue
             owner = claimed.get(trace_name(file))

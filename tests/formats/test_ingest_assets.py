@@ -543,6 +543,24 @@ def test_ingest_folder_works_without_dagster(inbox, tmp_path):
     assert lines[1].endswith("no longer in the folder; its rows were removed")
 
 
+def test_a_log_named_all_fails_alone_as_the_fleets_totals_name(inbox, tmp_path):
+    """fleet_summary's row of all traces together is trace 'all', which what_if, the report and
+    the summary pick out by name: a trace of that name was taken for the totals (the report's
+    fleet cost was its alone) and summed into them again (every what-if's baseline fleet dollars
+    doubled). The file fails alone, asking to be renamed; the other logs are read."""
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox / "all.csv")
+    shutil.copy(SAMPLES / "AzureLLMInferenceTrace_code.csv", inbox)
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_tables(conn)
+        outcome = ingest_folder.ingest_folder(conn, trace_files(inbox))
+        traces = conn.execute("SELECT DISTINCT trace FROM requests").fetchall()
+    assert [row["trace"] for row in outcome.added] == ["AzureLLMInferenceTrace_code"]
+    assert traces == [("AzureLLMInferenceTrace_code",)]
+    assert outcome.failed == {str(inbox / "all.csv"): (
+        f"{inbox / 'all.csv'}: its trace name 'all' is the name of the fleet's totals"
+        " (fleet_summary.trace = 'all'); rename the file")}
+
+
 def test_failed_files_are_recorded_until_they_read_again_or_leave(inbox, tmp_path):
     """A file that ingested and then became unreadable keeps its rows, and failed_trace_files
     names it with its error beside the trace_files row (with its time) the reports still show;
