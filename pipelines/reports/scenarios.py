@@ -314,12 +314,15 @@ def _changes(baseline: Deployment, s: Scenario) -> list[str]:
     return parts
 
 
-def price_only(baseline: Deployment, s: Scenario, price: str) -> bool:
-    """Whether the scenario changes the price (`price`: price_change_text) and nothing else: its
-    replay is the baseline's GPU time, billed at another plan. The headline does not rank it
-    among the levers (text.best_scenario): it changes what a GPU-second costs, not how many the
-    traffic takes."""
-    return bool(price) and not _changes(baseline, s)
+def price_only(s: Scenario, priced: list[tuple[Deployment, str]]) -> bool:
+    """Whether the scenario changes the price and nothing else on the fleet (`priced`: each
+    baseline deployment with its price_change_text): its replay is the baseline's GPU time,
+    billed at another plan. The headline does not rank it among the levers (text.best_scenario):
+    it changes what a GPU-second costs, not how many the traffic takes. Judged on the whole
+    fleet, as the headline ranks the whole fleet's figures: a plan that is one deployment's own
+    changes nothing there, and the scenario is still a price plan only (it was a lever, and the
+    headline's best, where it cut the other deployment's price)."""
+    return any(price for _, price in priced) and not any(_changes(base, s) for base, _ in priced)
 
 
 def price_change_text(catalog: Catalog, baseline: Deployment, deployment: Deployment,
@@ -414,11 +417,16 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog,
         except ScenarioNotApplicable as exc:
             reason = str(exc) + (f"; skipped on every trace, so that the scenario's figures are"
                                  f" the whole fleet's" if len(fleets) > 1 else "")
+            only_price = price_only(s, [(base, _asked_price(base, s)) for base, _ in fleets.values()])
             for trace in traces:
-                yield ScenarioRun(_skipped_fleet(trace, s, baselines[trace], reason), iter(()))
+                yield ScenarioRun(_skipped_fleet(trace, s, baselines[trace], reason, only_price),
+                                  iter(()))
             continue
+        only_price = price_only(s, [(base, price_change_text(catalog, base, deployment, s))
+                                    for base, _, deployment in planned])
         for base, group, deployment in planned:
-            yield from _scenario_runs(catalog, base, deployment, group, s, bin_s, router, hash_tokens)
+            yield from _scenario_runs(catalog, base, deployment, group, s, bin_s, router,
+                                      hash_tokens, only_price)
 
 
 def _applied(catalog: Catalog, baseline: Deployment, traces: Mapping[str, pl.DataFrame],
@@ -431,8 +439,10 @@ def _applied(catalog: Catalog, baseline: Deployment, traces: Mapping[str, pl.Dat
 
 def _scenario_runs(catalog: Catalog, baseline: Deployment, deployment: Deployment,
                    traces: Mapping[str, pl.DataFrame], s: Scenario, bin_s: float, router: str,
-                   hash_tokens: Mapping[str, int | None] | None) -> Iterator[ScenarioRun]:
-    """The ScenarioRuns of scenario `s` on the traces replayed on `baseline`."""
+                   hash_tokens: Mapping[str, int | None] | None,
+                   only_price: bool) -> Iterator[ScenarioRun]:
+    """The ScenarioRuns of scenario `s` on the traces replayed on `baseline` (`only_price`: the
+    scenario's price_only on the whole fleet)."""
     price = catalog.usd_per_gpu_hour(deployment)
     price_text = price_change_text(catalog, baseline, deployment, s)
     change = change_text(baseline, s, price_text)
@@ -454,7 +464,7 @@ def _scenario_runs(catalog: Catalog, baseline: Deployment, deployment: Deploymen
                 "output_cap": s.output_cap,
                 "lower_precision": lowers_precision(baseline, deployment.weight_dtype,
                                                     deployment.kv_dtype),
-                "price_only": price_only(baseline, s, price_text),
+                "price_only": only_price,
                 "usd_per_gpu_hour": price,
                 "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s, "skipped": None,
                 "caveat": caveat_column(deployment),
@@ -492,8 +502,10 @@ def lowers_precision(baseline: Deployment, weight_dtype: str, kv_dtype: str) -> 
     return narrower(weight_dtype, baseline.weight_dtype) or narrower(kv_dtype, baseline.kv_dtype)
 
 
-def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -> dict:
-    """The scenario_fleets row of a skipped scenario: what it asked for, no replay figures."""
+def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str,
+                   only_price: bool) -> dict:
+    """The scenario_fleets row of a skipped scenario: what it asked for, no replay figures
+    (`only_price`: its price_only on the whole fleet)."""
     asked = _asked_price(baseline, s)
     return {
         "trace": trace, "scenario": s.scenario, "description": s.description,
@@ -507,7 +519,7 @@ def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str) -
         "output_cap": s.output_cap,
         "lower_precision": lowers_precision(baseline, s.weights or baseline.weight_dtype,
                                             s.kv_cache or baseline.kv_dtype),
-        "price_only": price_only(baseline, s, asked),
+        "price_only": only_price,
         "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None,
         "skipped": reason, "caveat": "",
     }

@@ -579,6 +579,35 @@ def test_a_scenario_on_another_plan_is_priced_at_it_on_the_baselines_gpu_time(ca
     assert fleet["lam"]["idle_gpu_s"] == fleet["same"]["idle_gpu_s"]
 
 
+def test_a_plan_that_is_one_deployments_own_is_still_price_only_on_the_fleet(catalog, baseline,
+                                                                            conv_head):
+    """On a fleet of two deployments, a RunPod plan moved the CoreWeave one's price and left the
+    RunPod one's as it was: each trace's row judged its own deployment, and the SQL's bool_and
+    made the scenario a lever (not price_only), which the headline could then name as the best,
+    a price cut that frees no GPU time. It changes nothing but a price anywhere: price_only on
+    every trace, replayed or skipped."""
+    runpod = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", price_provider="runpod",
+                           price_plan="on-demand")
+    requests = pl.concat([conv_head.head(100).with_columns(trace=pl.lit("a")),
+                          conv_head.tail(100).with_columns(trace=pl.lit("b"))])
+    plan = Scenario("rp", "d", price_provider="runpod", price_plan="on-demand")
+    r2 = Scenario("r2", "d", price_provider="runpod", price_plan="on-demand", replicas=2)
+    _, fleets = _collect(replay_scenarios(requests, catalog, {"a": baseline, "b": runpod},
+                                          [plan, r2]))
+    assert fleets.select("scenario", "trace", "change", "price_only").rows() == [
+        ("rp", "a", "price coreweave on-demand $6.155 → runpod on-demand $2.69 per GPU-hour", True),
+        ("rp", "b", "nothing: the baseline's own settings", True),
+        ("r2", "a", "replicas 3 → 2; 12 → 8 GPUs per trace; price coreweave on-demand $6.155 →"
+                    " runpod on-demand $2.69 per GPU-hour", False),
+        ("r2", "b", "replicas 1 → 2; 1 → 2 GPUs per trace", False)]
+    # skipped (the A100 has no Lambda price): still the plan alone, on both traces
+    lam = Scenario("lam", "d", price_provider="lambda", price_plan="on-demand")
+    seed = catalog.deployment("seed-example")
+    skipped = [run.fleet for run in replay_scenarios(requests.head(20).with_columns(
+        trace=pl.Series(["a", "b"] * 10)), catalog, {"a": baseline, "b": seed}, [lam])]
+    assert [(row["skipped"] is not None, row["price_only"]) for row in skipped] == [(True, True)] * 2
+
+
 def _priced(tmp_path: Path, gpu: str, provider: str, plan: str) -> Scenario:
     """One scenario row of a scenarios file with the optional price columns (line 2)."""
     path = tmp_path / "scenarios.csv"
