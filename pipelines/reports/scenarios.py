@@ -120,6 +120,17 @@ def _whole_number_problems(frame: pl.DataFrame, path: Path) -> list[str]:
     return problems
 
 
+def _header_problem(columns: list[str]) -> str:
+    """Which columns of a scenarios file's header are wrong, by name ("lacks column 'replicas';
+    column 'replica' is unknown"): the whole header beside the expected one left a one-letter typo
+    to be found by comparing two lists of thirteen names."""
+    missing = [c for c in COLUMNS if c not in columns]
+    unknown = [c for c in columns if c not in COLUMNS and c not in OPTIONAL_COLUMNS]
+    parts = ([f"lacks column(s) {', '.join(map(repr, missing))}"] if missing else []) + (
+        [f"column(s) {', '.join(map(repr, unknown))} unknown"] if unknown else [])
+    return "; ".join(parts)
+
+
 def load_scenarios(path: Path) -> list[Scenario]:
     """Read and check the scenarios file; its problems are one ScenarioError naming each, one a
     line (read_scenarios)."""
@@ -147,7 +158,7 @@ def read_scenarios(path: Path) -> tuple[list[Scenario], list[str]]:
                                for c in frame.columns)
     frame = drop_unnamed_empty_columns(frame)
     if not set(COLUMNS) <= set(frame.columns) <= set(COLUMNS) | set(OPTIONAL_COLUMNS):
-        return [], [f"scenarios file {path}: columns {frame.columns}, expected"
+        return [], [f"scenarios file {path}: {_header_problem(frame.columns)}: expected columns"
                     f" {list(COLUMNS)}, and optionally {list(OPTIONAL_COLUMNS)}"
                     f"{separator_hint(frame)}"]
     frame = frame.with_columns(pl.lit(None, dtype).alias(name)

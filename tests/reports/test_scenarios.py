@@ -137,6 +137,17 @@ def test_trailing_empty_columns_of_a_spreadsheet_are_dropped(tmp_path):
                               header=",".join(COLUMNS) + ",extra"))
 
 
+def test_a_misspelt_column_is_named_by_name(tmp_path):
+    """A header typo ('replica') read as the whole header beside the expected one: the message
+    names the column missing and the one it does not know."""
+    path = _write(tmp_path, ["a,x,,2,,,,,,,assumption"],
+                  header=",".join(COLUMNS).replace("replicas", "replica"))
+    with pytest.raises(ScenarioError, match=rf"^scenarios file {re.escape(str(path))}: lacks"
+                                            r" column\(s\) 'replicas'; column\(s\) 'replica'"
+                                            r" unknown: expected columns \['scenario', "):
+        load_scenarios(path)
+
+
 def test_a_semicolon_separated_file_is_named_as_such(tmp_path):
     path = _write(tmp_path, ["a;x;;2;;;;;;;assumption"], header=";".join(COLUMNS))
     with pytest.raises(ScenarioError, match="separated by ';': expected commas"):
