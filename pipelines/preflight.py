@@ -7,8 +7,8 @@ config names must exist, and every what-if scenario of scenarios.csv must be wel
 name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
 deployment (fp8 on a GPU without fp8), or to a deployment a log's sidecar names, is not a problem:
 the what-if replay skips it and records why, and the preflight returns that as a note; so is a
-sidecar's deployment the catalog cannot build, which fails that log alone at ingest. All problems are collected and reported together,
-one line each, naming the setting or file (and its row and column) and what was expected: each
+sidecar's deployment the catalog cannot build, which fails that log alone at ingest. All
+problems are collected and reported together, one line each, naming the setting or file (and its row and column) and what was expected: each
 check runs whatever the others found, except those that need what failed (the checks across
 catalog files need the files read; building the deployments needs catalog files without
 problems, and the scenarios' applicability those deployments), and a line says what was not
@@ -33,7 +33,7 @@ from pipelines.reports.scenarios import (
     scenario_deployment,
 )
 from pipelines.roofline import Catalog, CatalogError
-from pipelines.roofline.catalog import check_catalog, load_shape_buckets
+from pipelines.roofline.catalog import check_catalog, did_you_mean, load_shape_buckets
 
 
 class ConfigurationError(ValueError):
@@ -135,6 +135,13 @@ def sidecar_deployments(folder: Path | None) -> list[tuple[Path, str]]:
     return named
 
 
+def every_log_names_its_own(folder: Path | None, own: list[tuple[Path, str]]) -> bool:
+    """Whether every log of `folder` has a sidecar naming its deployment (`own`:
+    sidecar_deployments(folder)): the run's deployment then replays no trace, so neither the
+    what-if notes nor the configuration-ok line may speak of it as replayed."""
+    return bool(own) and len(own) == len(trace_files(folder))
+
+
 def _replayed_deployments(catalog: Catalog, choices: RunChoices, trace_dir: Path | None,
                           notes: list[str]) -> dict[str, str]:
     """Every deployment the folder's traces replay on -> where its name came from: the run's
@@ -145,7 +152,7 @@ def _replayed_deployments(catalog: Catalog, choices: RunChoices, trace_dir: Path
     from here without the warehouse."""
     own = sidecar_deployments(trace_dir)
     fleet: dict[str, str] = {}
-    if choices.replay is not None and (not own or len(own) < len(trace_files(trace_dir))):
+    if choices.replay is not None and not every_log_names_its_own(trace_dir, own):
         setting, name = choices.replay
         fleet[name] = setting
     logs: dict[str, list[str]] = {}
@@ -189,8 +196,8 @@ def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str]
         names = {name for name in catalog.deployment_names if name is not None}   # an empty cell is a problem above
         for setting, name in choices.deployments:
             if name not in names:
-                yield (f"{setting}={name!r}: no such deployment; {catalog.file('deployments')}"
-                       f" has {', '.join(sorted(names))}")
+                yield (f"{setting}={name!r}: no such deployment; {did_you_mean(name, names)}"
+                       f"{catalog.file('deployments')} has {', '.join(sorted(names))}")
     yield from _scenario_problems(reference_dir / "scenarios.csv", catalog, choices, notes,
                                   catalog_ok=not problems, trace_dir=trace_dir)
 

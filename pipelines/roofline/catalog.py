@@ -255,17 +255,21 @@ def _choices(frame: pl.DataFrame, column: str) -> str:
     return ", ".join(sorted(frame[column].to_list()))
 
 
+def did_you_mean(value: str, choices: Iterable[str | None]) -> str:
+    """"did you mean 'seed-example'? " where one of `choices` is close to `value`, else "": a
+    one-letter typo in a name is found at once, not by reading a list of every choice."""
+    close = difflib.get_close_matches(str(value), [c for c in choices if c is not None], n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
 def _one(frame: pl.DataFrame, column: str, value: str, what: str, file: Path) -> dict:
     """The row of `frame` whose `column` is `value`; an unknown name is a CatalogError naming
     the closest one first (a misspelt deployment in a sidecar or FLEETSPEND_DEPLOYMENT, a GPU in
     a scenario), then every choice the file has."""
     rows = frame.filter(pl.col(column) == value)
     if rows.height == 0:
-        close = difflib.get_close_matches(str(value), frame[column].to_list(), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        raise CatalogError(
-            f"unknown {what} {value!r}: {hint}{file} has {_choices(frame, column)}"
-        )
+        raise CatalogError(f"unknown {what} {value!r}: {did_you_mean(value, frame[column])}{file}"
+                           f" has {_choices(frame, column)}")
     return rows.row(0, named=True)
 
 

@@ -302,7 +302,9 @@ def test_a_null_deployment_names_none(tmp_path, monkeypatch, capsys, op):
     monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-exampel")
     code, _, err = _command(tmp_path, monkeypatch, capsys, config)
     assert code == 2 and "None" not in err
-    assert "- FLEETSPEND_DEPLOYMENT='seed-exampel': no such deployment" in err
+    # the closest name first, as the catalog says it where the replay meets the typo
+    assert ("- FLEETSPEND_DEPLOYMENT='seed-exampel': no such deployment; did you mean"
+            " 'seed-example'? ") in err
 
 
 @pytest.mark.parametrize("text, expected", [

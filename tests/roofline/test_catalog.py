@@ -171,6 +171,19 @@ def test_unknown_deployment_lists_the_choices(catalog):
     assert "seed-example" in str(info.value)
 
 
+def test_a_misspelt_name_is_answered_with_the_closest_choice_first(catalog):
+    """A one-letter typo in a deployment (a sidecar's, FLEETSPEND_DEPLOYMENT) or a GPU (a
+    scenario's) was answered with the file's every choice, the right one to be found among them."""
+    with pytest.raises(CatalogError, match=r"^unknown deployment 'seed-exampel': did you mean"
+                                           r" 'seed-example'\? .*deployments\.csv has "):
+        catalog.deployment("seed-exampel")
+    with pytest.raises(CatalogError, match=r"unknown gpu 'h100-sxn': did you mean 'h100-sxm'\? "):
+        catalog.build(model="llama-3.1-8b", gpu="h100-sxn")
+    with pytest.raises(CatalogError) as info:
+        catalog.deployment("zzzzzz")
+    assert "did you mean" not in str(info.value)
+
+
 def test_kv_pool_of_free_memory_leaves_the_runtime_its_share(catalog):
     """TensorRT-LLM reads its fraction of the memory left after weights, activations, its
     runtime and NCCL buffers, less the block pool's 1.5%; vLLM reads it of the whole device."""
