@@ -22,10 +22,10 @@ import yaml
 
 from pipelines import settings
 from pipelines.defs.replay.assets import replay_options
-from pipelines.formats.source import trace_files
 from pipelines.preflight import (
     ConfigurationError,
     RunChoices,
+    every_log_names_its_own,
     preflight,
     sidecar_deployments,
     writable_folder,
@@ -187,7 +187,8 @@ DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 def check_run(warehouse: Path, run_config) -> list[str]:
     """Raise ConfigurationError naming every problem of this run's configuration; else return
     the notes (optional catalog columns the physics reads that the files lack, what-if scenarios
-    the replay will skip on its deployment, and why)."""
+    the replay will skip on a deployment the traces replay on, a log's sidecar's included, and
+    why, and sidecars naming a deployment the catalog cannot build)."""
     choices = run_choices(run_config)
     choices = replace(choices, problems=[*_setting_problems(warehouse), *choices.problems])
     return preflight(warehouse, settings.reference_dir(), choices,
@@ -207,7 +208,7 @@ def replayed_on(run_config) -> str:
     if not own:
         return f"the traces replay on deployment {name} ({source})"
     listed = ", ".join(f"{log.name} on {deployment}" for log, deployment in own)
-    if len(own) == len(trace_files(settings.trace_dir())):   # the run's deployment replays none
+    if every_log_names_its_own(settings.trace_dir(), own):
         return (f"each trace replays on the deployment its log's sidecar names: {listed} (none on"
                 f" the run's, {name}, from {source})")
     return (f"the traces replay on deployment {name} ({source}), but for {len(own)} whose log's"

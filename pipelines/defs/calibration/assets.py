@@ -8,7 +8,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pipelines import settings
 from pipelines.defs.metadata import table_metadata
 from pipelines.defs.preflight import CALIBRATION_OP, calibration_choices
-from pipelines.defs.replay.assets import replay_options
+from pipelines.defs.replay.assets import replay_options, sidecar_choices
 from pipelines.replay import by_trace
 from pipelines.replay.api import set_aside_unservable
 from pipelines.replay.engine import ROUTERS
@@ -112,8 +112,7 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
         requests = read_table(conn, "calibration_requests")
         buckets = read_table(conn, "shape_buckets")
         ingested = read_table(conn, "trace_files")["trace"]
-        sidecars = {trace: (sidecar, name) for trace, sidecar, name
-                    in run_sql(conn, "trace_deployments").fetchall() if name is not None}
+        sidecars = sidecar_choices(conn)
     traces = by_trace(requests)
     observed = sorted(traces)
     # named in the metadata: a log whose latencies were not read (a generic CSV without an
@@ -129,14 +128,12 @@ def calibrated(context: dg.AssetExecutionContext, config: CalibrationConfig, duc
     for trace in traces:
         # the config's choice, else the one the log's sidecar names, else the run's default
         named = trace in config.candidates or trace in config.deployments
-        sidecar, served_by = sidecars.get(trace, (None, None))
-        names = (config.candidates.get(trace)
-                 or [config.deployments.get(trace) or served_by or default])
+        origin, served_by = sidecars.get(trace, (default_source, default))
+        names = config.candidates.get(trace) or [config.deployments.get(trace) or served_by]
         try:
             deployments[trace] = [catalog.deployment(name) for name in names]
         except CatalogError as exc:
-            source = ("calibration config" if named
-                      else f"{sidecar}, key 'deployment'" if served_by else default_source)
+            source = "calibration config" if named else origin
             raise dg.Failure(f"{source}: trace {trace}: {exc}") from None
     parameters, errors, summary, skipped, choices, set_aside = [], [], {}, {}, {}, {}
     for trace, frame in traces.items():

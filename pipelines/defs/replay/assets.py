@@ -57,19 +57,26 @@ def hash_tokens_by_trace(conn: duckdb.DuckDBPyConnection) -> dict[str, int | Non
         conn, "trace_files").select("trace", "prefix_block_tokens").iter_rows(named=True)}
 
 
+def sidecar_choices(conn: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
+    """trace -> (where its name came from, the deployment) for each ingested log whose sidecar
+    names the deployment that served it (sql/trace_deployments.sql); the replay and the
+    calibration take the trace on it, and name its sidecar's key where the catalog cannot build
+    it."""
+    return {trace: (f"{sidecar}, key 'deployment'", name) for trace, sidecar, name
+            in run_sql(conn, "trace_deployments").fetchall() if name is not None}
+
+
 def trace_deployments(conn: duckdb.DuckDBPyConnection, catalog: Catalog, traces: list[str],
                       default: str, source: str) -> dict[str, Deployment]:
     """The deployment each of `traces` replays on: the one its log's sidecar names
-    (sql/trace_deployments.sql), else `default` (the run's choice, which `source` describes). A
+    (sidecar_choices), else `default` (the run's choice, which `source` describes). A
     name the catalog cannot build is a Failure naming where the name came from: the ingest
     checks a sidecar's, but deployments.csv can change after."""
-    named = {trace: (sidecar, name) for trace, sidecar, name in run_sql(conn, "trace_deployments").fetchall()}
+    named = sidecar_choices(conn)
     built: dict[str, Deployment] = {}
     chosen = {}
     for trace in traces:
-        sidecar, name = named.get(trace, (None, None))
-        where = f"{sidecar}, key 'deployment'" if name is not None else source
-        name = name if name is not None else default
+        where, name = named.get(trace, (source, default))
         if name not in built:
             try:
                 built[name] = catalog.deployment(name)
@@ -127,9 +134,9 @@ def _first_three(items: list[str], separator: str) -> str:
         dg.AssetSpec("fleet_timeline", group_name="replay", deps=["requests", "roofline"],
                      description="Per replica and time bin: busy share, batch, KV use, queue, idle GPU-s"),
         dg.AssetSpec("unserved_requests", group_name="replay", deps=["requests", "roofline"],
-                     description="Requests the deployment cannot serve (longer than its model's"
-                                 " context or one replica's KV cache), set aside from the replay"
-                                 " with the reason"),
+                     description="Requests the deployment their trace replays on cannot serve"
+                                 " (longer than its model's context or one replica's KV cache),"
+                                 " set aside from the replay with the reason"),
     ],
 )
 def replayed_fleet(context: dg.AssetExecutionContext, config: ReplayConfig, duckdb: DuckDBResource):
