@@ -551,8 +551,8 @@ def deployment_sentence(deployment: str, prices: Sequence[tuple] = ()) -> str:
     and no figure said which price every dollar of the report is. A fleet of several
     deployments (traces whose logs' sidecars name their own) names each with its traces."""
     if len(prices) > 1:
-        fleets = "; ".join(f"`{name}`{_traces_of(rest)} at {gpu_hour_price(usd)} per GPU-hour,"
-                           f" {provider} {plan}" for name, provider, plan, usd, *rest in prices)
+        fleets = "; ".join(f"`{name}` ({_traces_of(traces)}) at {gpu_hour_price(usd)} per"
+                           f" GPU-hour, {provider} {plan}" for name, provider, plan, usd, traces in prices)
         return (f"Deployments replayed, each trace on its own (the one its log's sidecar names, else"
                 f" the run's; the `roofline` table holds their coefficients): {fleets}"
                 f" (`deployment_prices`).")
@@ -562,12 +562,9 @@ def deployment_sentence(deployment: str, prices: Sequence[tuple] = ()) -> str:
             + (f", priced at {priced} (`deployment_prices`)." if priced else "."))
 
 
-def _traces_of(rest: Sequence) -> str:
-    """" (traces a, b)" from a report_prices row's traces column, where it has one."""
-    if not rest or not rest[0]:
-        return ""
-    traces = rest[0].split(", ")
-    return f" ({'trace' if len(traces) == 1 else 'traces'} {', '.join(traces)})"
+def _traces_of(traces: str) -> str:
+    """"traces a, b" or "trace a" from a report_prices row's traces column (comma-separated)."""
+    return f"{'traces' if ', ' in traces else 'trace'} {traces}"
 
 
 def report_blocks(t: ReportTables, deployment: str,
