@@ -7,8 +7,9 @@ file has its rows swapped in (pipelines/ingest_store.py: one transaction per fil
 left the folder has its rows removed. A file that cannot be used (not a trace, bad options,
 unreadable, a trace name another file holds or the fleet's totals', `all`) fails alone with its
 reason and nothing of it is written: its previous rows, if any, stay, and failed_trace_files
-names it with its reason until a pass reads it again (or it has left the folder). Plain DuckDB and the formats layer; the ingest
-asset (pipelines/defs/ingest/assets.py) is wiring and metadata around `ingest_folder`.
+names it with its reason until a pass reads it again (or it has left the folder). Plain DuckDB
+and the formats layer; the ingest asset (pipelines/defs/ingest/assets.py) is wiring and
+metadata around `ingest_folder`.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@
 --                      measures
 --   price_only         the scenario changes nothing but the price plan (scenario_fleets): its
 --                      replay is the baseline's GPU time at another price, not a lever on it
---   skipped            why a scenario was not replayed (it cannot apply to the baseline deployment,
+--   skipped            why a scenario was not replayed (it cannot apply to a baseline deployment,
 --                      scenario_fleets.skipped): one 'all' row without figures; null otherwise
 CREATE OR REPLACE TABLE what_if AS
 WITH base AS (
@@ -115,8 +115,8 @@ runs AS (
 -- one row per scenario: on a fleet of several baseline deployments (traces replayed on their
 -- own, trace_deployments.sql) whose changes differ `change` names each baseline with its change
 -- (one the same on every baseline, an output cap or fp8 from bf16, is said once, not once per
--- deployment in a sentence the headline quotes), `deployment` lists the scenario's deployments, and a scenario
--- lowers precision where it does on any of them
+-- deployment in a sentence the headline quotes), `deployment` lists the scenario's deployments,
+-- and a scenario lowers precision where it does on any of them
 described AS (
     SELECT scenario, any_value(description) AS description,
            CASE WHEN count(DISTINCT change) > 1

@@ -14,10 +14,10 @@ The keys are read_trace's keyword arguments; `start_time` is an ISO 8601 text. O
 not a reading option but a fact about the log: `deployment`, the deployments.csv row that served
 it, on which the replay, the what-if replays and the calibration take its trace (a fleet of
 several models or GPUs keeps each log on its own hardware; a log without one is replayed on the
-run's deployment). A sidecar is
-checked before the log is read: a file that is not a JSON object, an unknown key, a key that
-the named format does not take, or an unknown format fails that log alone, with one message
-naming the sidecar and the key. A sidecar is part of its log's identity: the ingest stores the
+run's deployment). A sidecar is checked before the log is read: a file that is not a JSON
+object, an unknown key, a key that the named format does not take, an unknown format, or a
+`deployment` that is not a name fails that log alone, with one message naming the sidecar and
+the key (a name the catalog does not list fails it too, at ingest). A sidecar is part of its log's identity: the ingest stores the
 options (`canonical` text) beside the content hash, so editing a sidecar re-ingests the log.
 """
 

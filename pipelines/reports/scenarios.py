@@ -27,8 +27,10 @@ cannot apply to a particular baseline (a price plan prices.csv does not list for
 GPU, fp4 on a GPU that has neither fp4 tensor cores nor a weight-only kernel, a tp that does not
 split that model, weights that leave no room for a KV cache, or too little for the longest
 request of the log replayed) is
-ScenarioNotApplicable: `replay_scenarios` skips it on that baseline and records why, so a
-scenario file written for one fleet does not block replays of another.
+ScenarioNotApplicable: `replay_scenarios` skips it and records why, so a scenario file written
+for one fleet does not block replays of another; on a fleet of several baselines (logs whose
+sidecars name their own deployment) it is skipped on every trace, as figures of part of the fleet
+would be compared with the whole.
 """
 
 from __future__ import annotations

@@ -136,7 +136,8 @@ def every_request_served(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         passed=False, severity=dg.AssetCheckSeverity.WARN,
         description=(f"{count:,} request(s) set aside, not replayed: the deployment their trace"
-                     f" replays on cannot serve them, first {first['trace']} {first['request_id']}, which {first['reason']}"),
+                     f" replays on cannot serve them, first {first['trace']} {first['request_id']},"
+                     f" which {first['reason']}"),
         metadata={"unserved_requests": count, "first_requests": _as_markdown(rows)})
 
 

@@ -24,15 +24,15 @@ SCENARIO_TABLES = ["scenario_stages", "scenario_fleets"]
         dg.AssetSpec("scenario_fleets", group_name="reports",
                      deps=["requests", "request_stages", "fleet_timeline", "unserved_requests"],
                      description="Per scenario and trace: the deployment replayed, its price, span and "
-                                 "idle GPU-s, or why the scenario was skipped on this deployment"),
+                                 "idle GPU-s, or why the scenario was skipped"),
     ],
 )
 def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
     """Replay each trace once per scenario, on its baseline deployment (request_stages: each
     trace's own) with the scenario's changes, each trace on its own fleet with the baseline's
-    router and prefix-hash size (pipelines/reports/scenarios.py). Rows are staged per scenario and trace and both tables
-    replaced together at the end; a scenario that cannot apply to a baseline deployment is
-    skipped on every trace, its scenario_fleets rows saying why."""
+    router and prefix-hash size (pipelines/reports/scenarios.py). Rows are staged per scenario
+    and trace and both tables replaced together at the end; a scenario that cannot apply to a
+    baseline deployment is skipped on every trace, its scenario_fleets rows saying why."""
     catalog = load_catalog(settings.reference_dir())
     with duckdb.get_connection() as conn:
         try:
