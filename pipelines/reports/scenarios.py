@@ -175,7 +175,8 @@ def read_scenarios(path: Path) -> tuple[list[Scenario], list[str]]:
     scenarios = [Scenario(**row, origin=f"scenarios file {path}, line {line}")
                  for line, row in zip(lines, frame.select(
                      pl.col(name).str.strip_chars().cast(dtype, strict=False) if dtype == pl.Int64
-                     else pl.col(name) for name, dtype in columns.items()).iter_rows(named=True),
+                     else pl.col(name).str.strip_chars()   # a name's spaces go as a count's do
+                     for name, dtype in columns.items()).iter_rows(named=True),
                      strict=True)]
     if not scenarios:
         problems.append(f"scenarios file {path} lists no scenario: expected at least one row "

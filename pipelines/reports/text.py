@@ -449,7 +449,7 @@ def _product_change(best: dict) -> list[tuple[str, str]]:
                       f" {_fmt(best['truncated_output_pct'])}% of all output tokens",
                       "truncated_requests, truncated_output_pct"))
     if best["prefix_cache"] not in (None, "off") and float(best["prefix_cache"]) > 0:
-        parts.append(("the saving holds only if the log's traffic hits the cache that often",
+        parts.append(("the saving holds only if the traffic hits the cache that often",
                       "prefix_cache"))
     if best["lower_precision"]:
         parts.append(("a lower-precision format can change the answers: check their quality"

@@ -580,7 +580,7 @@ def test_a_lever_that_rests_on_an_assumed_cache_hit_share_says_so():
         prefix_cache=pl.lit("0.5"))
     [*_, lever] = headline_facts(_tables(assumed))
     assert ("'prefix-cache' (an assumed 50% of each prompt served from the prefix cache; the saving"
-            " holds only if the log's traffic hits the cache that often)") in lever.text
+            " holds only if the traffic hits the cache that often)") in lever.text
     assert lever.source.endswith("delta_fleet_usd_per_day, prefix_cache; fleet_summary: span_s")
     for setting in (None, "off", "0"):
         plain = assumed.with_columns(prefix_cache=pl.lit(setting, pl.Utf8))

@@ -113,9 +113,11 @@ def test_a_line_with_an_unquoted_comma_is_named(tmp_path):
         load_scenarios(path)
 
 
-def test_counts_written_with_spaces_are_read(tmp_path):
-    [scenario] = load_scenarios(_write(tmp_path, ["a,x,, 2 ,,,,,,,assumption"]))
-    assert scenario.tp == 2
+def test_cells_written_with_spaces_are_read(tmp_path):
+    """A count's spaces were trimmed, a name's kept: ' h200-sxm ' was an unknown GPU."""
+    [scenario] = load_scenarios(_write(tmp_path, ["a ,x, h200-sxm , 2 , fp8 ,,,, 0.5 ,,assumption"]))
+    assert (scenario.scenario, scenario.gpu, scenario.tp, scenario.weights, scenario.prefix_cache) == (
+        "a", "h200-sxm", 2, "fp8", "0.5")
 
 
 def test_a_scenario_without_its_source_is_named(tmp_path):
