@@ -39,12 +39,14 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
             # The baseline replay records its router in fleet_timeline: the what-if replays
             # differ from it only by the scenario's change.
             router = scalar(conn, "SELECT min(router) FROM fleet_timeline WHERE scenario = 'baseline'")
-            # the requests the baseline replayed: the ones it set aside are in no scenario either
+            # the requests the baseline replayed (the ones it set aside are in no scenario
+            # either), of the traces it replayed, and each trace's deployment
             requests = read_table(conn, "requests").join(
                 read_table(conn, "unserved_requests").select("trace", "request_id"),
                 on=["trace", "request_id"], how="anti", maintain_order="left")
             baselines = dict(conn.sql("SELECT DISTINCT trace, deployment FROM request_stages"
                                       " WHERE scenario = 'baseline'").fetchall())
+            requests = requests.filter(pl.col("trace").is_in(list(baselines)))
             hash_tokens = hash_tokens_by_trace(conn)
         except CatalogException as exc:   # materialized alone, before the replay
             raise dg.Failure(f"{str(exc).splitlines()[0]}: the what-if replays read the baseline"
@@ -53,7 +55,7 @@ def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
         try:
             scenarios = load_scenarios(settings.reference_dir() / "scenarios.csv")
             built = {name: catalog.deployment(name) for name in set(baselines.values())}
-            runs = replay_scenarios(requests.filter(pl.col("trace").is_in(list(baselines))), catalog,
+            runs = replay_scenarios(requests, catalog,
                                     {trace: built[name] for trace, name in baselines.items()},
                                     scenarios, router=router, hash_tokens=hash_tokens)
             fleets, first = [], True
