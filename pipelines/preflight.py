@@ -171,7 +171,7 @@ def _replayed_deployments(catalog: Catalog, choices: RunChoices, trace_dir: Path
 
 
 def _catalog_problems(reference_dir: Path, choices: RunChoices, notes: list[str],
-                      trace_dir: Path | None = None) -> Iterable[str]:
+                      trace_dir: Path | None) -> Iterable[str]:
     if not reference_dir.is_dir():   # one line for the setting, not one per missing catalog file
         yield (f"FLEETSPEND_REFERENCE_DIR={reference_dir}: no such folder; expected the catalog"
                f" folder (gpus.csv, models.csv, deployments.csv, ...: data/reference)")
@@ -219,7 +219,7 @@ def _deployment_problems(catalog: Catalog, notes: list[str]) -> Iterable[str]:
 
 def _scenario_problems(scenarios_file: Path, catalog: Catalog | None, choices: RunChoices,
                        notes: list[str], catalog_ok: bool,
-                       trace_dir: Path | None = None) -> Iterable[str]:
+                       trace_dir: Path | None) -> Iterable[str]:
     """Every problem of the scenarios file, whatever the catalog's (its rows are checked on
     their own), and of the GPU and dtype names they give where the catalog's files read; where
     the catalog and the scenarios are right, the scenarios that cannot apply to a deployment the
