@@ -1,6 +1,7 @@
 """`python -m pipelines.summary`: print the fleet summary (led by the deployment replayed and the
-price its dollars are at), the top request shapes, the what-if savings and the top of the
-chargeback from the warehouse (read-only), and say where the warehouse and the report files are.
+price its dollars are at; on a fleet of several, a line per deployment before the traces'), the
+top request shapes, the what-if savings and the top of the chargeback from the warehouse
+(read-only), and say where the warehouse and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
 leave them out), then those it read with no usable row and those with another's content (counted
 twice), the requests the replay set aside as unservable and the traces whose log names another
@@ -33,6 +34,7 @@ from pipelines.preflight import warehouse_problem
 from pipelines.reports.text import (
     BASELINE_ROW_COLUMNS,
     CHARGEBACK_COLUMNS,
+    DEPLOYMENT_LINE_COLUMNS,
     HEADLINE_COLUMNS,
     NO_WHAT_IF,
     REPORT_TABLES,
@@ -45,10 +47,10 @@ from pipelines.reports.text import (
     ReportTables,
     chargeback_note,
     deployment_sentence,
+    fleet_lines,
     other_model_lines,
     headline,
     markdown_table,
-    summary_lines,
     what_if_note,
     what_if_scenarios,
     with_baseline_row,
@@ -74,7 +76,8 @@ def _union(*parts: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
 # Every table and column the summary reads, checked before it reads any (`lacking`).
 READS = _union(
     {table: () for table in REPORT_TABLES},  # ReportTables.read reads each one whole
-    {"fleet_summary": SUMMARY_LINE_COLUMNS, "shape_spend": SHAPES_SHOWN,
+    {"fleet_summary": SUMMARY_LINE_COLUMNS, "deployment_summary": DEPLOYMENT_LINE_COLUMNS,
+     "shape_spend": SHAPES_SHOWN,
      "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN, *BASELINE_ROW_COLUMNS)},
     HEADLINE_COLUMNS,
     {"chargeback": CHARGEBACK_COLUMNS,
@@ -374,7 +377,7 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print("\n== Fleet summary ==")
     if prices:
         print(deployment_sentence(", ".join(name for name, *_ in prices), prices))
-    print("\n".join(f"- {line}" for line in summary_lines(tables.fleet_summary)))
+    print("\n".join(f"- {line}" for line in fleet_lines(tables)))
     print(f"\n== Top {top} request shapes by share of spend ==")
     print(markdown_table(tables.shape_spend.sort("rank").head(top), SHAPES_SHOWN))
     print(STAGES_NOTE + SPEND_NOTE)   # the summary's table has no `bound` column

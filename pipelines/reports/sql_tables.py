@@ -33,6 +33,12 @@ SQL_TABLES = (
     SqlTable("fleet_summary", ("fleet_summary",), ("request_costs", "fleet_timeline", "roofline"),
              "Totals per trace and overall over the replayed span: tokens, GPU-hours, $ (attributed "
              "+ idle, idle share), batch and KV use against their limits, TTFT/TPOT percentiles"),
+    # request_costs: its steps create the deployment_prices view this one reads the price from
+    SqlTable("deployment_summary", ("deployment_summary",),
+             ("fleet_summary", "fleet_timeline", "request_costs"),
+             "fleet_summary's trace rows added up per deployment the baseline replayed on: its "
+             "traces, requests, GPU-hours, $ (attributed + idle, idle share), $ per 1M output "
+             "tokens, its $ per GPU-hour"),
     SqlTable("fleet_timeline_minute", ("fleet_timeline_minute",), ("request_costs", "fleet_timeline"),
              "The fleet per trace and minute: utilization, sequences, KV use, queue, arrivals, $"),
     SqlTable("what_if", ("what_if",), ("scenario_stages", "scenario_fleets", "shape_spend", "fleet_summary"),

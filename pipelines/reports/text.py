@@ -36,7 +36,7 @@ CHARGEBACK_COLUMNS = {"dimension": "by", "value": "who", "requests": "requests",
                       "spend_usd": "$", "pct_spend": "% spend",
                       "usd_per_1m_output_tokens": "busy $/1M out", "p95_ttft_s": "p95 TTFT s"}
 REPORT_TABLES = ("fleet_summary", "shape_spend", "stage_breakdown", "what_if", "chargeback",
-                 "fleet_timeline_minute")
+                 "fleet_timeline_minute", "deployment_summary")
 # Chart stem -> its title in the report; pipelines/reports/charts.py draws them (report_charts).
 CHARTS = {
     "pareto": "Pareto of spend by request shape",
@@ -57,6 +57,7 @@ class ReportTables:
     what_if: pl.DataFrame
     chargeback: pl.DataFrame
     fleet_timeline_minute: pl.DataFrame
+    deployment_summary: pl.DataFrame
 
     @classmethod
     def read(cls, conn: duckdb.DuckDBPyConnection) -> ReportTables:
@@ -179,6 +180,31 @@ def summary_lines(summary: pl.DataFrame) -> list[str]:
             f"${_usd(s['usd_per_1m_output_tokens'])} per 1M output tokens (busy + idle)"
         )
     return lines
+
+
+# The deployment_summary columns deployment_lines reads (pipelines/summary.py checks a warehouse has them).
+DEPLOYMENT_LINE_COLUMNS = ("deployment", "traces", "trace_names", "requests", "gpu_hours", "spend_usd",
+                           "idle_share", "idle_usd", "usd_per_1m_output_tokens")
+
+
+def deployment_lines(deployments: pl.DataFrame) -> list[str]:
+    """One line per deployment of a fleet of several (rows of deployment_summary): what each
+    costs, its traces' lines added up, which the trace lines and the `all` line left the reader
+    to add by hand. None for a fleet of one deployment, whose line would be its `all` line again."""
+    if deployments.height < 2:
+        return []
+    return [f"**deployment `{d['deployment']}`** ({_traces_of(', '.join(d['trace_names']), d['traces'])}):"
+            f" {_count(d['requests'], 'request')}; {_gpu_hours(d['gpu_hours'])} GPU-hours ="
+            f" ${_usd(d['spend_usd'])} (idle {_pct(100 * d['idle_share'], 1)}% = ${_usd(d['idle_usd'])});"
+            f" ${_usd(d['usd_per_1m_output_tokens'])} per 1M output tokens (busy + idle)"
+            for d in deployments.iter_rows(named=True)]
+
+
+def fleet_lines(t: ReportTables) -> list[str]:
+    """The Fleet section's lines, the report's and the summary's: on a fleet of several
+    deployments each deployment's first, right under the sentence naming them with their traces
+    and prices, then each trace's, then the `all` line, the total of both."""
+    return deployment_lines(t.deployment_summary) + summary_lines(t.fleet_summary)
 
 
 def _of_max(max_seqs: int | None) -> str:
@@ -551,8 +577,9 @@ def deployment_sentence(deployment: str, prices: Sequence[tuple] = ()) -> str:
     and no figure said which price every dollar of the report is. A fleet of several
     deployments (traces whose logs' sidecars name their own) names each with its traces."""
     if len(prices) > 1:
-        fleets = "; ".join(f"`{name}` ({_traces_of(traces)}) at {gpu_hour_price(usd)} per"
-                           f" GPU-hour, {provider} {plan}" for name, provider, plan, usd, traces in prices)
+        fleets = "; ".join(f"`{name}` ({_traces_of(names, traces)}) at {gpu_hour_price(usd)} per"
+                           f" GPU-hour, {provider} {plan}"
+                           for name, provider, plan, usd, names, traces in prices)
         return (f"Deployments replayed, each trace on its own (the one its log's sidecar names, else"
                 f" the run's; the `roofline` table holds their coefficients): {fleets}"
                 f" (`deployment_prices`).")
@@ -562,9 +589,10 @@ def deployment_sentence(deployment: str, prices: Sequence[tuple] = ()) -> str:
             + (f", priced at {priced} (`deployment_prices`)." if priced else "."))
 
 
-def _traces_of(traces: str) -> str:
-    """"traces a, b" or "trace a" from a report_prices row's traces column (comma-separated)."""
-    return f"{'traces' if ', ' in traces else 'trace'} {traces}"
+def _traces_of(names: str, traces: int) -> str:
+    """"traces a, b" or "trace a": `names` joined with ", ", `traces` how many. The noun goes by
+    the count, not by a ", " in the names: one log named "chat, eu.csv" is one trace."""
+    return f"{'trace' if traces == 1 else 'traces'} {names}"
 
 
 def report_blocks(t: ReportTables, deployment: str,
@@ -604,7 +632,7 @@ def report_blocks(t: ReportTables, deployment: str,
         ("ul", [f"{f.text} — `{f.source}`" for f in headline_facts(t)]),
         ("p", deployment_sentence(deployment, prices)),
         ("h2", "Fleet"),
-        ("ul", summary_lines(t.fleet_summary)),
+        ("ul", fleet_lines(t)),
         ("h2", "Request shapes by share of spend"),
         ("chart", "pareto"),
         ("chart", "heatmap"),

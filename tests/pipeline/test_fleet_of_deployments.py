@@ -12,13 +12,14 @@ import duckdb
 import polars as pl
 import pytest
 
+from pipelines import summary
 from pipelines.definitions import build_defs
 from tests.operations.conftest import ROOT, head_of_sample
 
 CODE, CONV = "AzureLLMInferenceTrace_code", "AzureLLMInferenceTrace_conv"
 
 
-def test_each_log_replays_on_the_deployment_its_sidecar_names(tmp_path, monkeypatch):
+def test_each_log_replays_on_the_deployment_its_sidecar_names(tmp_path, monkeypatch, capsys):
     traces = tmp_path / "traces"
     head_of_sample(traces, f"{CONV}.csv", 300)
     head_of_sample(traces, f"{CODE}.csv", 200)
@@ -71,6 +72,16 @@ def test_each_log_replays_on_the_deployment_its_sidecar_names(tmp_path, monkeypa
         # sql/examples/deployment_bill.sql: a block per deployment, adding up to the fleet's bill
         bill = conn.sql((ROOT / "sql" / "examples" / "deployment_bill.sql").read_text()).pl()
         [(spend,)] = rows("SELECT spend_usd FROM fleet_summary WHERE trace = 'all'")
+        deployments = conn.sql("FROM deployment_summary").pl()
+        fleet = conn.sql("FROM fleet_summary WHERE trace = 'all'").pl().row(0, named=True)
+
+    # deployment_summary: a row per deployment, its trace's, adding up to fleet_summary's `all`
+    assert deployments.select("deployment", "traces", "trace_names", "usd_per_gpu_hour").rows() == [
+        ("azure-2023-70b-h100", 1, [CONV], 6.155), ("seed-example", 1, [CODE], 2.70)]
+    for column in ("requests", "output_tokens", "gpu_hours", "spend_usd", "attributed_usd", "idle_usd"):
+        assert deployments[column].sum() == pytest.approx(fleet[column]), column
+    assert (deployments["idle_share"] * deployments["gpu_hours"]).sum() == pytest.approx(
+        fleet["idle_share"] * fleet["gpu_hours"])
 
     totals = bill.filter(pl.col("trace") == "all")
     assert totals["deployment"].to_list() == ["azure-2023-70b-h100", "seed-example"]
@@ -105,6 +116,24 @@ def test_each_log_replays_on_the_deployment_its_sidecar_names(tmp_path, monkeypa
             f" {CONV}) at $6.155 per GPU-hour, coreweave on-demand; `seed-example` (trace {CODE}) at"
             " $2.70 per GPU-hour, coreweave on-demand (`deployment_prices`).") in report
     assert "mean batch" in report and "(max_seqs differs by deployment)" in report
+    # a line per deployment, first in the Fleet section, then the traces' and the `all` line
+    fleet_section = report.split("\n## Fleet\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line.split(": ", 1)[0] for line in fleet_section] == [
+        f"- **deployment `azure-2023-70b-h100`** (trace {CONV})",
+        f"- **deployment `seed-example`** (trace {CODE})", f"- **{CODE}**", f"- **{CONV}**", "- **all**"]
+    code = deployments.filter(pl.col("deployment") == "seed-example").row(0, named=True)
+    assert (code["requests"], round(code["gpu_hours"], 4), round(code["spend_usd"], 3),
+            round(code["idle_usd"], 3)) == (170, 0.0576, 0.156, 0.133)
+    assert fleet_section[1] == (
+        f"- **deployment `seed-example`** (trace {CODE}): 170 requests; 0.0576 GPU-hours = $0.156"
+        " (idle 85.2% = $0.133); $43.15 per 1M output tokens (busy + idle)")
+    # the summary prints them as the report does, right under the deployments sentence
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    capsys.readouterr()
+    assert summary.main() == 0
+    printed = capsys.readouterr().out.split("== Fleet summary ==\n", 1)[1].splitlines()
+    assert printed[0].startswith("Deployments replayed, each trace on its own")
+    assert printed[1:6] == fleet_section
     # a scenario skipped for one deployment of the fleet: not "this deployment", of which there are two
     assert ("Not replayed, as each cannot apply to a deployment the traces were replayed on"
             " (`what_if.skipped`):" in report)

@@ -26,7 +26,8 @@ def test_asset_graph_snapshot():
     """The asset keys and checks users see in the UI; changing them is a deliberate act."""
     graph = defs.resolve_asset_graph()
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
-        "calibration", "calibration_errors", "chargeback", "deployments", "fleet_summary",
+        "calibration", "calibration_errors", "chargeback", "deployment_summary", "deployments",
+        "fleet_summary",
         "fleet_timeline", "fleet_timeline_minute", "gpu_efficiency", "gpus", "models", "prices",
         "rejected_requests", "report", "report_charts_files", "request_costs", "request_stages",
         "requests", "roofline", "scenario_fleets", "scenario_stages", "shape_buckets", "shape_spend",
@@ -603,6 +604,7 @@ def test_summary_reads_no_table_or_column_it_does_not_check(demo_run, tmp_path, 
 
 def test_a_bug_while_printing_is_not_called_an_old_warehouse(demo_run, monkeypatch):
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(demo_run / "warehouse" / "fleetspend.duckdb"))
-    monkeypatch.setattr(summary, "summary_lines", lambda frame: frame.row(0, named=True)["misspelt"])
+    monkeypatch.setattr(summary, "fleet_lines",
+                        lambda tables: tables.fleet_summary.row(0, named=True)["misspelt"])
     with pytest.raises(KeyError, match="misspelt"):
         summary.main()

@@ -18,6 +18,7 @@ from pipelines.reports.text import (
     WHAT_IF_NOTE,
     ReportTables,
     chargeback_note,
+    deployment_sentence,
     headline,
     headline_facts,
     markdown_table,
@@ -96,7 +97,8 @@ def _tables(what_if: pl.DataFrame, **first_shape) -> ReportTables:
                                     "spend_usd": [100.0, 100.0], "span_s": [3600.0, 3600.0]}),
         shape_spend=pl.DataFrame([shape, other]),
         stage_breakdown=pl.DataFrame({"shape": ["all"], "stage": ["decode"], "pct_spend": [80.0]}),
-        what_if=what_if, chargeback=pl.DataFrame(), fleet_timeline_minute=pl.DataFrame())
+        what_if=what_if, chargeback=pl.DataFrame(), fleet_timeline_minute=pl.DataFrame(),
+        deployment_summary=pl.DataFrame())
 
 
 def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float = -0.1,
@@ -461,7 +463,8 @@ def _report_tables(what_if: pl.DataFrame) -> ReportTables:
     stages = t.stage_breakdown.with_columns(stage_order=pl.lit(3))
     return ReportTables(fleet_summary=fleet, shape_spend=t.shape_spend, stage_breakdown=stages,
                         what_if=what_if, chargeback=t.chargeback,
-                        fleet_timeline_minute=t.fleet_timeline_minute)
+                        fleet_timeline_minute=t.fleet_timeline_minute,
+                        deployment_summary=t.deployment_summary)
 
 
 def test_the_report_says_the_requests_set_aside_before_its_dollar_figures():
@@ -639,12 +642,55 @@ def test_a_fleet_of_several_deployments_names_each_with_its_traces_and_price():
     """Logs whose sidecars name their own deployments: one sentence said "Deployment replayed:
     `a, b`" and listed the prices without the traces they price."""
     blocks = report_blocks(_report_tables(_what_if(-8.0, 0.0)), "big, small", prices=[
-        ("big", "coreweave", "on-demand", 6.155, "chat, code"),
-        ("small", "runpod", "on-demand", 1.39, "batch")])
+        ("big", "coreweave", "on-demand", 6.155, "chat, code", 2),
+        ("small", "runpod", "on-demand", 1.39, "batch", 1)])
     assert ("p", "Deployments replayed, each trace on its own (the one its log's sidecar names,"
                  " else the run's; the `roofline` table holds their coefficients): `big` (traces"
                  " chat, code) at $6.155 per GPU-hour, coreweave on-demand; `small` (trace batch) at"
                  " $1.39 per GPU-hour, runpod on-demand (`deployment_prices`).") in blocks
+
+
+def test_a_deployments_traces_are_counted_not_guessed_from_a_comma_in_their_names():
+    """_traces_of said "traces" wherever the joined names held ", ": one log named
+    "chat, eu.csv" read as two traces."""
+    sentence = deployment_sentence("big, small", [
+        ("big", "coreweave", "on-demand", 6.155, "chat, eu", 1),
+        ("small", "runpod", "on-demand", 1.39, "batch, a, batch, b", 2)])
+    assert "`big` (trace chat, eu) at" in sentence
+    assert "`small` (traces batch, a, batch, b) at" in sentence
+
+
+def _deployments(*names: str) -> pl.DataFrame:
+    """deployment_summary rows: `big` of two traces, `small` of one."""
+    rows = {"big": (2, ["chat", "code"], 1_234, 36.04, 221.83, 0.41, 90.95, 18.42),
+            "small": (1, ["batch"], 1, 0.0137, 0.0846, 0.5, 0.0423, 0.0083)}
+    columns = ("traces", "trace_names", "requests", "gpu_hours", "spend_usd", "idle_share",
+               "idle_usd", "usd_per_1m_output_tokens")
+    return pl.DataFrame([{"deployment": n, **dict(zip(columns, rows[n]))} for n in names])
+
+
+def test_a_fleet_of_several_deployments_gets_a_line_per_deployment_before_the_trace_lines():
+    """Two deployments: the Fleet lines gave each trace and the whole, and what each deployment
+    costs was left to add up by hand (or to sql/examples/deployment_bill.sql)."""
+    tables = dataclasses.replace(_report_tables(_what_if(-8.0, 0.0)),
+                                 deployment_summary=_deployments("big", "small"))
+    [fleet] = [b[1] for b in report_blocks(tables, "big, small")
+               if b[0] == "ul" and any("**all**" in item for item in b[1])]
+    assert fleet[:2] == [
+        "**deployment `big`** (traces chat, code): 1,234 requests; 36.0 GPU-hours = $221.83"
+        " (idle 41.0% = $90.95); $18.42 per 1M output tokens (busy + idle)",
+        "**deployment `small`** (trace batch): 1 request; 0.0137 GPU-hours = $0.0846"
+        " (idle 50.0% = $0.0423); $0.0083 per 1M output tokens (busy + idle)"]
+    assert fleet[2:] == summary_lines(tables.fleet_summary)
+
+
+def test_a_fleet_of_one_deployment_gets_no_deployment_line():
+    """Its line would be the `all` line again: the demo's report and summary are as they were."""
+    tables = dataclasses.replace(_report_tables(_what_if(-8.0, 0.0)),
+                                 deployment_summary=_deployments("big"))
+    lists = [b[1] for b in report_blocks(tables, "big") if b[0] == "ul"]
+    assert summary_lines(tables.fleet_summary) in lists
+    assert not any("deployment `big`" in item for items in lists for item in items)
 
 
 def test_the_skipped_scenarios_intro_holds_on_a_fleet_of_several_deployments():
@@ -654,8 +700,8 @@ def test_the_skipped_scenarios_intro_holds_on_a_fleet_of_several_deployments():
         skipped=pl.lit("scenario 'b200' does not apply to deployment 'small': ..."),
         delta_usd_per_day=pl.lit(None, pl.Float64))
     blocks = report_blocks(_report_tables(skipped), "big, small", prices=[
-        ("big", "coreweave", "on-demand", 6.155, "chat"),
-        ("small", "runpod", "on-demand", 1.39, "batch")])
+        ("big", "coreweave", "on-demand", 6.155, "chat", 1),
+        ("small", "runpod", "on-demand", 1.39, "batch", 1)])
     assert ("p", "Not replayed, as each cannot apply to a deployment the traces were replayed on"
                  " (`what_if.skipped`):") in blocks
 

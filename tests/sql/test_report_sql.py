@@ -195,6 +195,34 @@ def test_fleet_summary_says_how_full_its_busy_gpus_are(conn):
     assert_frame_equal(got, expected, check_dtypes=False)
 
 
+def test_deployment_summary_adds_up_each_deployments_traces(conn):
+    """A fleet of two deployments, d (traces t and v, $3.60 per GPU-hour) and e (trace u, $7.20):
+    each deployment's row is its traces' fleet_summary rows added up, at its own price, and the
+    rows add up to fleet_summary's `all`."""
+    conn.execute("INSERT INTO prices VALUES ('h', 'p', 'on-demand', 7.2)")
+    conn.execute("INSERT INTO roofline BY NAME SELECT * REPLACE ('e' AS deployment, 'h' AS gpu,"
+                 " 1 AS gpus_per_replica) FROM roofline")
+    conn.execute("INSERT INTO request_stages BY NAME SELECT * REPLACE (CASE request_id WHEN 'a'"
+                 " THEN 'u' ELSE 'v' END AS trace, CASE request_id WHEN 'a' THEN 'e' ELSE 'd' END"
+                 " AS deployment) FROM request_stages")
+    conn.execute("INSERT INTO fleet_timeline BY NAME SELECT * REPLACE ('u' AS trace, 'e' AS"
+                 " deployment, 10.0 AS busy_gpu_s, 10.0 AS idle_gpu_s) FROM fleet_timeline")
+    conn.execute("INSERT INTO fleet_timeline BY NAME SELECT * REPLACE ('v' AS trace, 1.0 AS"
+                 " busy_gpu_s, 4.0 AS idle_gpu_s) FROM fleet_timeline WHERE trace = 't'")
+    _build_report_tables(conn)
+    got = conn.sql("FROM deployment_summary").pl()
+    expected = pl.DataFrame({
+        "deployment": ["d", "e"], "traces": [2, 1], "trace_names": [["t", "v"], ["u"]],
+        "requests": [3, 1], "output_tokens": [202, 200], "gpu_hours": [25 / 3600, 20 / 3600],
+        "spend_usd": [0.025, 0.040], "attributed_usd": [0.012, 0.020], "idle_usd": [0.013, 0.020],
+        "idle_share": [13 / 25, 0.5], "usd_per_1m_output_tokens": [1e6 * 0.025 / 202, 200.0],
+        "usd_per_gpu_hour": [PRICE, 7.2]})
+    assert_frame_equal(got, expected, check_dtypes=False, rel_tol=1e-9)
+    fleet = conn.sql("FROM fleet_summary WHERE trace = 'all'").pl()
+    for column in ("requests", "output_tokens", "gpu_hours", "spend_usd", "attributed_usd", "idle_usd"):
+        assert got[column].sum() == pytest.approx(fleet[column][0]), column
+
+
 def test_stage_breakdown_overall(conn):
     got = conn.sql(
         "SELECT rank, stage, latency_s, pct_latency, gpu_hours, pct_gpu_time, spend_usd, pct_spend"
@@ -465,4 +493,4 @@ def test_report_prices_are_the_baseline_deployments_price_row(conn):
     """The report's dollars are GPU-hours at the replayed deployment's price, its GPU's default
     where deployments.csv names no plan; sql/report_prices.sql gives that row to say, with the
     traces replayed on it."""
-    assert run_sql(conn, "report_prices").fetchall() == [("d", "p", "on-demand", PRICE, "t")]
+    assert run_sql(conn, "report_prices").fetchall() == [("d", "p", "on-demand", PRICE, "t", 1)]
