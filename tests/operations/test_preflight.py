@@ -698,6 +698,30 @@ def test_scenarios_and_sidecars_are_checked_on_each_deployment_a_log_names(tmp_p
     assert "(the sidecar of code.csv, copy.csv); the what-if replay skips it\n" in out
 
 
+def test_a_sidecar_naming_a_row_that_does_not_build_is_a_problem_not_a_note(tmp_path, monkeypatch,
+                                                                            capsys):
+    """The README said a sidecar's deployment that is listed but does not build fails its log
+    alone at ingest, with a note from the preflight: every row of deployments.csv is built
+    before any run, so such a row stops the preflight (exit 2, naming the row) and every run."""
+    folder = tmp_path / "reference"
+    shutil.copytree(ROOT / "data" / "reference", folder)
+    rows = pl.read_csv(folder / "deployments.csv", infer_schema_length=None)
+    bad = rows.filter(pl.col("deployment") == "seed-example").with_columns(
+        deployment=pl.lit("seed-tp3"), tp=pl.lit(3, dtype=rows.schema["tp"]))
+    pl.concat([rows, bad]).write_csv(folder / "deployments.csv")
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(FIXTURES / "public" / "vidur_splitwise_code.excerpt.csv", traces / "code.csv")
+    (traces / "code.csv.fleetspend.json").write_text('{"deployment": "seed-tp3"}')
+    monkeypatch.setenv("FLEETSPEND_REFERENCE_DIR", str(folder))
+    monkeypatch.setenv("FLEETSPEND_TRACE_DIR", str(traces))
+    monkeypatch.delenv("FLEETSPEND_DEPLOYMENT", raising=False)
+    code, out, err = _command(tmp_path, monkeypatch, capsys, None)
+    assert code == 2, (out, err)
+    assert "deployments.csv, deployment 'seed-tp3': tp=3 cannot split llama-2-7b" in err
+    assert "fleetspend.json" not in out + err
+
+
 def test_a_deployments_row_with_no_name_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
     """A deployments.csv row whose name cell is left empty (a paste one column off) was listed as
     `row 'None'`, and with FLEETSPEND_DEPLOYMENT naming no deployment the preflight died with
