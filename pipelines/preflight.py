@@ -7,7 +7,8 @@ config names must exist, and every what-if scenario of scenarios.csv must be wel
 name GPUs and dtypes the catalog knows. A scenario whose change cannot apply to the replay's
 deployment (fp8 on a GPU without fp8), or to a deployment a log's sidecar names, is not a problem:
 the what-if replay skips it and records why, and the preflight returns that as a note; so is a
-sidecar's deployment the catalog cannot build, which fails that log alone at ingest. All
+sidecar's deployment deployments.csv does not list, which fails that log alone at ingest (a
+listed row that does not build is a problem like any other row's: every row is built). All
 problems are collected and reported together, one line each, naming the setting or file (and its row and column) and what was expected: each
 check runs whatever the others found, except those that need what failed (the checks across
 catalog files need the files read; building the deployments needs catalog files without
