@@ -85,7 +85,7 @@ READS = _union(
     {"roofline": ("deployment", "caveat"), "request_stages": ("deployment", "scenario"),
      "scenario_fleets": ("scenario", "caveat")},  # sql/report_caveats.sql
     {"deployment_prices": ("deployment", "provider", "plan", "usd_per_gpu_hour"),
-     "fleet_timeline": ("deployment", "trace", "scenario")},  # sql/report_prices.sql
+     "deployment_summary": ("deployment", "trace_names", "traces")},  # sql/report_prices.sql
     {"trace_files": ("file", "rows_accepted", "ingested_at", "sha256"),
      "failed_trace_files": ("file", "error")},  # sql/summary_failed_files.sql
     {"trace_files": ("file", "rows_read", "rows_accepted", "rows_rejected"),
