@@ -14,6 +14,7 @@ metadata around `ingest_folder`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from pipelines.formats import TraceFormatError, read_trace
 from pipelines.formats.common import READER_VERSION, UnknownFormatError, sha256_of, trace_name
 from pipelines.formats.sidecar import canonical, deployment_named, file_options, raw_options, sidecar_of
 from pipelines.ingest_store import forget_file, ingested, record_failures, replace_file
-from pipelines.roofline import CatalogError, load_catalog
+from pipelines.roofline import Catalog, CatalogError, load_catalog
 from pipelines.settings import reference_dir
 from pipelines.warehouse import run_sql
 
@@ -62,7 +63,7 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
         outcome.calibration_rows_removed += calibration
         log(f"{gone}: no longer in the folder; its rows were removed{_calibration_note(calibration)}")
     claimed = {traces[f]: f for f in traces if f in present}
-    catalogs: dict = {}   # the catalog, read once a pass, where a sidecar names a deployment
+    catalog = functools.cache(lambda: load_catalog(reference_dir()))   # read once, if a sidecar needs it
     for file in files:
         options: dict = {}
         try:
@@ -80,7 +81,7 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
                 outcome.failed[str(file)] = (f"{file}: its trace name {trace_name(file)!r} is taken"
                                              f" by {owner}; rename one")
                 continue
-            _check_deployment(file, options, catalogs)
+            _check_deployment(file, options, catalog)
             result = read_trace(file, **file_options(file))
         except (TraceFormatError, ValueError) as exc:
             outcome.failed[str(file)] = _with_sidecar(str(exc), file, options, _options_can_fix(exc))
@@ -100,21 +101,25 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
     return outcome
 
 
-def _check_deployment(file: Path, options: dict, catalogs: dict) -> None:
+def _check_deployment(file: Path, options: dict, catalog: Callable[[], Catalog]) -> None:
     """A sidecar's `deployment` must name a deployments.csv row that builds: a log whose rows
     went in under a misspelt fleet would stop every later replay, so the log fails here alone,
     named with its sidecar, and is read again by the next pass (a row added to the catalog
-    meanwhile lets it in). The catalog is read only for a sidecar that names a deployment."""
+    meanwhile lets it in). `catalog` is called only for a sidecar that names a deployment."""
     name = deployment_named(options)
-    if name is None:
-        return
+    if name is not None and (problem := unusable_deployment(file, name, catalog)):
+        raise ValueError(problem)
+
+
+def unusable_deployment(log: Path, name: str, catalog: Callable[[], Catalog]) -> str | None:
+    """Why the deployment `name` that `log`'s sidecar names cannot be replayed on (the catalog's
+    words, after the sidecar's; `catalog` loads it), or None: the ingest fails such a log, the
+    preflight notes it."""
     try:
-        if "catalog" not in catalogs:
-            catalogs["catalog"] = load_catalog(reference_dir())
-        catalogs["catalog"].deployment(name)
+        catalog().deployment(name)
     except CatalogError as exc:
-        raise ValueError(f"{sidecar_of(file)}: key 'deployment' names a deployment the replay"
-                         f" cannot use: {exc}") from None
+        return f"{sidecar_of(log)}: key 'deployment' names a deployment the replay cannot use: {exc}"
+    return None
 
 
 def duplicate_lines(conn: duckdb.DuckDBPyConnection) -> list[str]:

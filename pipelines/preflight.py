@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipelines.formats.sidecar import deployment_named, raw_options
-from pipelines.formats.source import TRACE_NAMES, folder_mark, sidecar_of, trace_files, unread_files
+from pipelines.formats.source import TRACE_NAMES, folder_mark, trace_files, unread_files
+from pipelines.ingest_folder import unusable_deployment
 from pipelines.publish import current_copy
 from pipelines.reports.scenarios import (
     ScenarioError,
@@ -158,11 +159,8 @@ def _replayed_deployments(catalog: Catalog, choices: RunChoices, trace_dir: Path
         fleet[name] = setting
     logs: dict[str, list[str]] = {}
     for log, name in own:
-        try:
-            catalog.deployment(name)
-        except CatalogError as exc:
-            notes.append(f"{sidecar_of(log)}: key 'deployment' names a deployment the replay cannot"
-                         f" use: {exc}; the ingest fails {log.name} alone, but once ingested naming"
+        if problem := unusable_deployment(log, name, lambda: catalog):
+            notes.append(f"{problem}; the ingest fails {log.name} alone, but once ingested naming"
                          f" it (the row since removed or renamed) it stops the replay")
             continue
         logs.setdefault(name, []).append(log.name)
