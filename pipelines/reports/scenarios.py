@@ -436,11 +436,12 @@ def replay_scenarios(requests: pl.DataFrame, catalog: Catalog,
                 yield ScenarioRun(_skipped_fleet(trace, s, baselines[trace], reason, only_price),
                                   iter(()))
             continue
-        only_price = price_only(s, [(base, price_change_text(catalog, base, deployment, s))
-                                    for base, _, deployment in planned])
-        for base, group, deployment in planned:
-            yield from _scenario_runs(catalog, base, deployment, group, s, bin_s, router,
-                                      hash_tokens, only_price)
+        priced = [(base, group, deployment, price_change_text(catalog, base, deployment, s))
+                  for base, group, deployment in planned]
+        only_price = price_only(s, [(base, text) for base, _, _, text in priced])
+        for base, group, deployment, price_text in priced:
+            yield from _scenario_runs(catalog, base, deployment, group, s, price_text, bin_s,
+                                      router, hash_tokens, only_price)
 
 
 def _applied(catalog: Catalog, baseline: Deployment, traces: Mapping[str, pl.DataFrame],
@@ -452,13 +453,12 @@ def _applied(catalog: Catalog, baseline: Deployment, traces: Mapping[str, pl.Dat
 
 
 def _scenario_runs(catalog: Catalog, baseline: Deployment, deployment: Deployment,
-                   traces: Mapping[str, pl.DataFrame], s: Scenario, bin_s: float, router: str,
-                   hash_tokens: Mapping[str, int | None] | None,
+                   traces: Mapping[str, pl.DataFrame], s: Scenario, price_text: str, bin_s: float,
+                   router: str, hash_tokens: Mapping[str, int | None] | None,
                    only_price: bool) -> Iterator[ScenarioRun]:
-    """The ScenarioRuns of scenario `s` on the traces replayed on `baseline` (`only_price`: the
-    scenario's price_only on the whole fleet)."""
+    """The ScenarioRuns of scenario `s` on the traces replayed on `baseline` (`price_text`: its
+    price_change_text; `only_price`: the scenario's price_only on the whole fleet)."""
     price = catalog.usd_per_gpu_hour(deployment)
-    price_text = price_change_text(catalog, baseline, deployment, s)
     change = change_text(baseline, s, price_text)
     replays = replay_traces(traces, deployment, bin_s, router=router, hash_tokens=hash_tokens,
                             transform=lambda frame: scenario_requests(frame, s))
