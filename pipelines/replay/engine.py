@@ -189,20 +189,28 @@ def _hold(timeline, r, t0, t1, bin_s, waiting, running):
 # ---- a step's two kernels --------------------------------------------------------------------
 
 @njit(cache=True)
+def _compute_bound_part(compute_s, memory_s):
+    """The time in compute-bound kernels of a step_cost pair, whose larger side is the core time
+    and whose smaller side is the time bound by the other resource."""
+    return compute_s - memory_s if compute_s >= memory_s else compute_s
+
+
+@njit(cache=True)
 def kernels(coef, tokens, sequences, pairs, kv_read, kv_written):
     """(duration, gemm_s, gemm compute-bound?, attn_s, attention compute-bound?, fixed_s) of a
     step of `tokens` tokens from `sequences` sequences, all from step_cost: the GEMMs alone are a
     step with no attention work (pairs and KV zero), the attention is the rest of the core time,
     and it is compute-bound when the compute-bound part of the core time holds more than the
-    GEMMs' share of it."""
+    GEMMs' compute-bound part (all of the GEMMs' time or none of it for a dense model; a
+    mixture's shared GEMMs and routed experts can be bound by different resources). The GEMMs
+    count as compute-bound when most of their time is."""
     compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, sequences, pairs, kv_read,
                                                       kv_written)
     core = max(compute_s, memory_s)
-    compute_part = compute_s - memory_s if compute_s >= memory_s else compute_s
     gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, sequences, 0.0, 0.0, 0.0)
     gemm_s = max(gemm_c, gemm_m)
     gemm_bound = gemm_c >= gemm_m
-    attn_bound = compute_part - (gemm_s if gemm_bound else 0.0) > 0.0
+    attn_bound = _compute_bound_part(compute_s, memory_s) - _compute_bound_part(gemm_c, gemm_m) > 0.0
     return core + fixed_s, gemm_s, gemm_bound, core - gemm_s, attn_bound, fixed_s
 
 

@@ -64,7 +64,7 @@ CAVEATS = (
         "MLA with fine-grained MoE (DeepSeek-V3 class): the modelled time per output token"
         " depends on the serving stack more than for any other model. Against InferenceX's"
         " tensor-parallel runs of late 2025 to March 2026 (SGLang 0.5.6-0.5.9, TensorRT-LLM, 8 x"
-        " H200 or 4-8 x B200) it is between 28% too short and 26% too long (median 2% too long);"
+        " H200 or 4-8 x B200) it is between 28% too short and 26% too long (median 3% too long);"
         " on 8 x MI300X (SGLang 0.5.9) a measured step takes 1.7-2.7 x the modelled one, and on"
         " the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.8-4.4 x, with throughput 2.3-4.5 x"
         " below the modelled. GPU time and dollars here are uncertain by that much; calibrate on"

@@ -379,14 +379,19 @@ class Deployment:
 
     @property
     def decode_compute_bound_batch(self) -> float:
-        """Smallest decode batch whose dense FLOPs take as long as its weight read (no KV):
-        (F_tok + F_seq) * b / P_eff = W(b) / B_eff (a decode step's b tokens are b sequences),
-        W(b) counting only the experts b tokens touch."""
+        """Smallest decode batch b whose GEMMs (no KV) spend at least as long in compute-bound
+        kernels as in memory-bound ones, the rule by which the replay calls a step
+        compute-bound (step.step_cost). For a dense model that is where (F_tok + F_seq) * b /
+        P_eff reaches W / B_eff (a decode step's b tokens are b sequences). A mixture's routed
+        experts are a kernel of their own, each expert seeing only b * k / E of the tokens, so
+        they turn compute-bound at ~E / k times the batch of the shared layers; until then the
+        batch turns compute-bound where the shared GEMMs' time reaches the experts' read of the
+        experts b tokens touch."""
         coef = self.coefficients
 
         def excess(b: float) -> float:
-            return step.gemm_flops(coef, b, b) / self.effective_flops - step.weight_bytes(
-                coef, b) / self.effective_bandwidth
+            compute_s, memory_s, _ = step.step_cost(coef, b, b, 0.0, 0.0, 0.0)
+            return compute_s - memory_s
 
         low, high = 0.0, 1.0
         while excess(high) < 0.0:
@@ -410,6 +415,7 @@ class Deployment:
         c[step.EXPERTS_PER_TOKEN] = m.experts_per_token
         c[step.KV_BYTES_PER_TOKEN] = self.kv_bytes_per_token
         c[step.FLOPS_PER_TOKEN] = self.flops_per_token
+        c[step.EXPERT_FLOPS_PER_TOKEN] = 2.0 * experts * m.experts_per_token / max(m.experts, 1) / self.tp
         c[step.FLOPS_PER_SEQUENCE] = self.flops_per_sequence
         c[step.ATTN_FLOPS_PER_PAIR] = self.attn_flops_per_pair
         c[step.EFFECTIVE_FLOPS] = self.effective_flops
@@ -546,6 +552,7 @@ class Deployment:
             "expert_weight_bytes_per_gpu": float(self.coefficients[step.EXPERT_WEIGHT_BYTES]),
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token,
             "flops_per_token_per_gpu": self.flops_per_token,
+            "expert_flops_per_token_per_gpu": float(self.coefficients[step.EXPERT_FLOPS_PER_TOKEN]),
             "lm_head_flops_per_sequence_per_gpu": self.flops_per_sequence,
             "attn_flops_per_pair_per_gpu": self.attn_flops_per_pair,
             "gemm_dtype": self.gpu.gemm_dtype,

@@ -5,14 +5,22 @@ prefill chunks (many tokens of one prompt) and decodes (one token per running se
 Its dense layers (GEMMs, reading the weights) and its attention (reading the KV cache) are
 separate kernels run one after the other, each limited by its own roofline, plus fixed costs:
 
-    gemm_s  = (C_gemm^n + M_gemm^n)^(1/n),  C_gemm = (F_tok * tokens + F_seq * sequences) / P_eff,
-                                           M_gemm = W(tokens) / B_eff
+    gemm_s  = soft(C_shared, M_shared) + soft(C_experts, M_experts),  soft(C, M) = (C^n + M^n)^(1/n)
+              C_shared  = ((F_tok - F_exp) * tokens + F_seq * sequences) / P_eff,
+              M_shared  = W_shared / B_eff,
+              C_experts = F_exp * tokens / P_eff,  M_experts = (W(tokens) - W_shared) / B_eff
     attn_s  = max(F_attn * pairs / P_attn, K_tok * (kv_read + kv_written) / B_eff)
     fixed_s = O_step + sequences * O_seq + [tp > 1] * (A_lat + tokens * A_bytes / B_link)
     step_s  = gemm_s + attn_s + fixed_s
 
 (A single roofline over the step's totals, max(all FLOPs, all bytes), would let a big batch's
-compute-bound GEMMs hide its memory-bound attention; they do not overlap.) step_cost returns
+compute-bound GEMMs hide its memory-bound attention; they do not overlap. Nor do a mixture's
+shared GEMMs (attention projections, shared experts, dense layers, LM head) and its routed
+experts, a fused-MoE kernel of their own in every engine, where each expert sees only
+tokens * k / E of the tokens: the shared GEMMs turn compute-bound at a batch near the ridge
+point, the experts only at ~E / k times it, and one roofline over their sums would hide the
+first under the second's weight read. Dense models have F_exp = 0 and W = W_shared, so their
+second term is 0.) step_cost returns
 (compute_s, memory_s, fixed_s) with max(compute_s, memory_s) = gemm_s + attn_s, the larger being
 the bound resource's side (see step_cost).
 
@@ -29,6 +37,8 @@ lock-step, so the replica's step time is one GPU's step time):
 - F_tok  = 2 * ((active_params - V - R) / tp + R)   FLOPs of the transformer blocks' GEMMs per
   token, R the parameters every GPU holds whole (MLA's latent down-projections), V the embedding
   table and LM head (the embedding is a lookup without FLOPs, deployment.py)
+- F_exp  = 2 * k * P_expert / tp   of them, the routed experts' (k experts of P_expert
+  parameters each per token; 0 for a dense model)
 - F_seq  = 2 * H / tp * P_w / P_bf16   FLOPs of the LM head per *sequence* of the step: engines
   compute logits only at the last position each sequence has in the step (vLLM's
   `logits_indices = query_start_loc[1:] - 1`, one row per scheduled request, a partial prefill
@@ -108,7 +118,8 @@ LINK_BANDWIDTH = 12
 ATTN_EFFECTIVE_FLOPS = 13
 FLOPS_PER_SEQUENCE = 14
 SEQUENCE_OVERHEAD_S = 15
-N_COEFFICIENTS = 16
+EXPERT_FLOPS_PER_TOKEN = 16
+N_COEFFICIENTS = 17
 
 
 @njit(cache=True)
@@ -154,19 +165,25 @@ def step_cost(
     """(compute_s, memory_s, fixed_s) of one step of `tokens` tokens from `sequences` sequences
     (each gets one row of logits); its duration is max(compute, memory) + fixed.
 
-    The GEMMs and the attention are separate kernels, each its own roofline, run one after the
-    other: core = soft-max_n(C_gemm, M_gemm) + max(C_attn, M_attn). The larger of the returned pair is
+    The shared GEMMs, a mixture's routed experts and the attention are separate kernels, each
+    its own roofline, run one after the other: core = soft-max_n(C_shared, M_shared) +
+    soft-max_n(C_experts, M_experts) + max(C_attn, M_attn). The larger of the returned pair is
     that core time; the smaller is the part of it spent in kernels bound by the other resource,
     so `compute_s >= memory_s` says most of the step's time is compute-bound."""
-    gemm_compute = gemm_flops(coef, tokens, sequences) / coef[EFFECTIVE_FLOPS]
-    gemm_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH]
-    gemm = gemm_seconds(gemm_compute, gemm_memory)
+    expert_compute = coef[EXPERT_FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
+    shared_compute = gemm_flops(coef, tokens, sequences) / coef[EFFECTIVE_FLOPS] - expert_compute
+    shared_memory = coef[SHARED_WEIGHT_BYTES] / coef[EFFECTIVE_BANDWIDTH]
+    expert_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH] - shared_memory
+    shared_gemm = gemm_seconds(shared_compute, shared_memory)
+    expert_gemm = gemm_seconds(expert_compute, expert_memory)   # 0 for a dense model
     attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
     attn_memory = coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written) / coef[EFFECTIVE_BANDWIDTH]
-    core = gemm + max(attn_compute, attn_memory)
+    core = shared_gemm + expert_gemm + max(attn_compute, attn_memory)
     compute_bound_part = 0.0
-    if gemm_compute >= gemm_memory:
-        compute_bound_part += gemm
+    if shared_compute >= shared_memory:
+        compute_bound_part += shared_gemm
+    if expert_compute >= expert_memory:
+        compute_bound_part += expert_gemm
     if attn_compute >= attn_memory:
         compute_bound_part += attn_compute
     memory_bound_part = core - compute_bound_part

@@ -406,17 +406,24 @@ def test_moe_step_reads_fewer_weights_for_fewer_tokens(catalog):
 
 
 def test_decode_compute_bound_batch(catalog):
-    for d in (catalog.deployment("azure-2023-70b-h100"),
-              catalog.build(model="mixtral-8x7b", gpu="h100-sxm", tp=2, weights="fp8")):
+    dense = catalog.deployment("azure-2023-70b-h100")
+    moe = catalog.build(model="mixtral-8x7b", gpu="h100-sxm", tp=2, weights="fp8")
+    for d in (dense, moe):
         gpu = d.gpu
         ridge = (gpu.peak_tflops * 1e12 * d.efficiency.compute_efficiency) / (
             gpu.hbm_bandwidth_gbs * 1e9 * d.efficiency.bandwidth_efficiency)
         assert d.ridge_flops_per_byte == pytest.approx(ridge, rel=1e-12)
-        # a decode token is a sequence: the blocks' FLOPs and one row of the LM head
-        expected = ridge * (d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu) / (
-            d.flops_per_token + d.flops_per_sequence)
-        assert d.decode_compute_bound_batch == pytest.approx(expected, rel=1e-12)
         assert math.isfinite(d.decode_compute_bound_batch) and d.decode_compute_bound_batch > 1
+    # a decode token is a sequence: the blocks' FLOPs and one row of the LM head
+    expected = dense.ridge_flops_per_byte * (
+        dense.weight_bytes_per_gpu - dense.embedding_bytes_per_gpu) / (
+        dense.flops_per_token + dense.flops_per_sequence)
+    assert dense.decode_compute_bound_batch == pytest.approx(expected, rel=1e-12)
+    # a mixture: where its routed experts, a kernel of their own, turn compute-bound (every
+    # expert touched by then): their FLOPs per token against all their bytes
+    expert_flops = 2 * (46.7e9 - 12.9e9) / (8 - 2) * 2 / 2   # k = 2 experts, tp = 2
+    expected = moe.ridge_flops_per_byte * (46.7e9 - 12.9e9) / (8 - 2) * 8 / 2 / expert_flops
+    assert moe.decode_compute_bound_batch == pytest.approx(expected, rel=1e-9)
     # dense bf16: W = 2 B x params and F = 2 FLOPs x params, so b* is the ridge point itself
     dense = catalog.deployment("azure-2023-70b-h100")
     assert dense.decode_compute_bound_batch == pytest.approx(dense.ridge_flops_per_byte, rel=1e-12)

@@ -209,23 +209,55 @@ def test_pcie_allreduce_runs_at_the_achieved_bus_bandwidth(catalog):
     ("deepseek-v3", {"tp": 8, "weights": "fp8", "compute_efficiency": 0.01}, True),
 ])
 def test_moe_compute_bound_batch_counts_only_touched_experts(catalog, model, options, partial):
-    """Decode turns compute-bound where the batch's FLOPs take as long as reading the experts
-    that batch touches. With real factors that batch (hundreds of tokens) touches every expert;
-    with a ridge point of a few FLOPs per byte (compute efficiency forced to 1%) DeepSeek-V3's
-    crossing comes at ~50 tokens, which touch only part of its 256 experts, so it comes earlier
-    than the all-experts estimate."""
+    """A mixture's routed experts are a kernel of their own (step.step_cost), so a decode step
+    turns compute-bound where the experts' FLOPs take as long as reading the experts the batch
+    touches; the shared layers cross long before (at k / E of that batch when every expert is
+    touched). With real factors that batch touches every expert; with a ridge point of a few
+    FLOPs per byte (compute efficiency forced to 1%) DeepSeek-V3's crossing comes at ~90 tokens,
+    which touch only part of its 256 experts, so it comes earlier than the all-experts
+    estimate."""
     d = catalog.build(model=model, gpu="h200-sxm", **options)
     b = d.decode_compute_bound_batch
     coef = d.coefficients
-    per_token = d.flops_per_token + d.flops_per_sequence  # a decode token is a sequence
-    assert b * per_token / d.effective_flops == pytest.approx(
-        step.weight_bytes(coef, b) / d.effective_bandwidth, rel=1e-6)
-    read = d.weight_bytes_per_gpu - d.embedding_bytes_per_gpu  # a step touching every expert
-    all_experts = d.ridge_flops_per_byte * read / per_token
+    expert_flops = coef[step.EXPERT_FLOPS_PER_TOKEN]
+    shared = coef[step.SHARED_WEIGHT_BYTES]
+    assert b * expert_flops / d.effective_flops == pytest.approx(
+        (step.weight_bytes(coef, b) - shared) / d.effective_bandwidth, rel=1e-6)
+    shared_flops = d.flops_per_token - expert_flops + d.flops_per_sequence  # a token a sequence
+    assert b > 2 * d.ridge_flops_per_byte * shared / shared_flops
+    all_experts = d.ridge_flops_per_byte * coef[step.EXPERT_WEIGHT_BYTES] / expert_flops
     if partial:
-        assert b < 0.8 * all_experts
+        assert b < 0.95 * all_experts
     else:
+        m = d.model
         assert b == pytest.approx(all_experts, rel=1e-6)
+        assert b == pytest.approx(m.experts / m.experts_per_token * d.ridge_flops_per_byte
+                                  * shared / shared_flops, rel=1e-6)
+
+
+def test_moe_shared_layers_and_experts_are_separate_rooflines(catalog):
+    """Between the shared layers' crossing and the experts' the shared GEMMs are compute-bound
+    and the experts memory-bound; one roofline over their sums would let the first hide under
+    the second's weight read (as GEMMs and attention, docs/physics.md section 1). DeepSeek-V3 on
+    8 x H200 at 2,048 sequences: the step's GEMMs take the two kernels' times added."""
+    d = catalog.build(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8", kv_cache="fp8")
+    coef = d.coefficients
+    b = 2048.0
+    expert_compute = coef[step.EXPERT_FLOPS_PER_TOKEN] * b / d.effective_flops
+    shared_compute = step.gemm_flops(coef, b, b) / d.effective_flops - expert_compute
+    shared_memory = coef[step.SHARED_WEIGHT_BYTES] / d.effective_bandwidth
+    expert_memory = step.weight_bytes(coef, b) / d.effective_bandwidth - shared_memory
+    assert shared_compute > 3 * shared_memory and expert_memory > 1.5 * expert_compute
+    compute_s, memory_s, _ = step.step_cost(coef, b, b, 0.0, 0.0, 0.0)
+    separate = (step.gemm_seconds(shared_compute, shared_memory)
+                + step.gemm_seconds(expert_compute, expert_memory))
+    assert max(compute_s, memory_s) == pytest.approx(separate, rel=1e-12)
+    one_roofline = step.gemm_seconds(shared_compute + expert_compute, shared_memory + expert_memory)
+    assert separate > 1.15 * one_roofline
+    # the memory-bound experts hold most of the GEMMs' time, so the step is memory-bound, and
+    # the shared layers' compute-bound time is the smaller side
+    assert memory_s == max(compute_s, memory_s)
+    assert compute_s == pytest.approx(step.gemm_seconds(shared_compute, shared_memory), rel=1e-12)
 
 
 def test_max_throughput_is_batched_and_bounded_by_kv(catalog):
@@ -427,11 +459,16 @@ def _step_from_row(row: dict, experts: int, per_token: int, tokens: float, seque
     """One step by docs/physics.md section 1, from `roofline` table columns only (plus the
     model's expert counts for W(t))."""
     touched = 1.0 - (1.0 - per_token / experts) ** tokens if experts > 1 else 1.0
-    weights = row["shared_weight_bytes_read_per_gpu"] + row["expert_weight_bytes_per_gpu"] * touched
     bandwidth = row["effective_bandwidth_gbs"] * 1e9
-    compute = (row["flops_per_token_per_gpu"] * tokens
-               + row["lm_head_flops_per_sequence_per_gpu"] * sequences) / (row["effective_tflops"] * 1e12)
-    gemm = (compute**3 + (weights / bandwidth) ** 3) ** (1 / 3)
+    flops = row["effective_tflops"] * 1e12
+    expert_flops = row["expert_flops_per_token_per_gpu"] * tokens
+    shared_flops = (row["flops_per_token_per_gpu"] * tokens - expert_flops
+                    + row["lm_head_flops_per_sequence_per_gpu"] * sequences)
+    shared = ((shared_flops / flops) ** 3
+              + (row["shared_weight_bytes_read_per_gpu"] / bandwidth) ** 3) ** (1 / 3)
+    routed = ((expert_flops / flops) ** 3
+              + (row["expert_weight_bytes_per_gpu"] * touched / bandwidth) ** 3) ** (1 / 3)
+    gemm = shared + routed
     attn = max(row["attn_flops_per_pair_per_gpu"] * pairs / (row["attention_effective_tflops"] * 1e12),
                row["kv_bytes_per_token_per_gpu"] * (kv_read + kv_written) / bandwidth)
     fixed = row["fixed_step_s"] + sequences * row["sequence_overhead_s"]

@@ -175,13 +175,13 @@ def test_rows_beyond_35_percent_are_caveats_or_explained(validated):
 def test_current_stack_deepseek_decode_is_the_caveats_figure(validated):
     """DeepSeek-R1 under tensor parallelism on the NVIDIA stacks of late 2025 to March 2026
     (InferenceX: SGLang 0.5.6-0.5.9 and TensorRT-LLM on H200 and B200): the modelled time per
-    output token is between 28% too short and 26% too long, median 2% too long, as the mla-moe
+    output token is between 28% too short and 26% too long, median 3% too long, as the mla-moe
     caveat says; on MI300X 1.7-2.7 x too short; on the early-2025 stacks (dstack) 1.8-4.4 x."""
     rows = validated.filter(pl.col("source") == "inferencex")
     nvidia = rows.filter(pl.col("gpu") != "mi300x")
     assert nvidia.height == 69 and set(nvidia["gpu"]) == {"h200-sxm", "b200"}
     assert -0.285 < nvidia["error"].min() and nvidia["error"].max() < 0.26
-    assert 0.015 < nvidia["error"].median() < 0.025
+    assert 0.02 < nvidia["error"].median() < 0.03
     mi300x = 1.0 / (1.0 + rows.filter(pl.col("gpu") == "mi300x")["error"])
     assert 1.65 < mi300x.min() and mi300x.max() < 2.75
     dstack = validated.filter((pl.col("source") == "dstack-deepseek-r1-benchmark")
@@ -189,7 +189,7 @@ def test_current_stack_deepseek_decode_is_the_caveats_figure(validated):
     slower = 1.0 / (1.0 + dstack["error"])
     assert 1.75 < slower.min() and slower.max() < 4.45
     caveat = next(c.text for c in CAVEATS if c.name == "mla-moe")
-    assert "28% too short and 26% too long (median 2% too long)" in caveat
+    assert "28% too short and 26% too long (median 3% too long)" in caveat
     assert "1.7-2.7 x" in caveat and "1.8-4.4 x" in caveat
 
 
