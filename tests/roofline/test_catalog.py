@@ -63,6 +63,16 @@ def test_every_row_has_a_source(catalog, table):
     assert missing.height == 0, f"{table} rows without a source: {missing.head(3).to_dicts()}"
 
 
+def test_b200_memory_bandwidth_is_the_hgx_b200_figure_its_source_gives(catalog):
+    """The b200 row is the HGX B200 (1000 W, 180 GB) and cites NVIDIA's HGX page, whose HGX B200
+    column gives 7.7 TB/s per GPU (62 TB/s per 8); 8 TB/s is the B200 as announced (192 GB) and
+    GB200's. The driver agrees: a 7,680-bit bus at 3,996 MHz, 7.67 TB/s (pytorch/ao#4002)."""
+    b200 = catalog.gpus.filter(pl.col("gpu") == "b200").row(0, named=True)
+    assert (b200["memory_gb"], b200["board_power_w"]) == (180, 1000)
+    assert b200["hbm_bandwidth_gbs"] == 7700
+    assert "7.7TB/s" in b200["source"]
+
+
 def test_each_gpu_has_exactly_one_default_price(catalog):
     defaults = (
         catalog.gpus.select("gpu")
