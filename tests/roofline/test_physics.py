@@ -4,6 +4,7 @@ all-reduce, MoE ridge, max-load throughput, parallelism and memory errors, servi
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,24 @@ def test_mla_latent_projections_are_replicated_not_split(catalog):
     vocab = 128256 * 8192
     assert dense.weight_bytes_per_gpu == pytest.approx((70.6e9 - 2 * vocab) / 8 + 2 * vocab / 8 * 2)
 
+
+
+def test_the_documents_state_what_the_replicated_latents_add_at_tp8(catalog):
+    """docs/physics.md section 2 gives what MLA's replicated down-projections add at tp 8 (GB of
+    fp8 weights a step reads, share of a prefill token's GEMM FLOPs) against the model with them
+    split like every other weight; the base is F_tok as the code has it, the active parameters
+    less the two 16-bit vocabulary matrices (the doc had said 17%, of 2 x 37 B / 8, the base
+    before they came out)."""
+    tp8 = catalog.build(model="deepseek-v3", gpu="h200-sxm", tp=8, weights="fp8", kv_cache="fp8")
+    split = replace(tp8.model, attention="GQA")   # no replicated parameters: all split 1/tp
+    flat = replace(tp8, model=split)
+    assert flat.replicated_params == 0
+    added_gb = (tp8.coefficients[step.SHARED_WEIGHT_BYTES]
+                - flat.coefficients[step.SHARED_WEIGHT_BYTES]) / 1e9
+    added_share = tp8.flops_per_token / flat.flops_per_token - 1
+    physics = " ".join((Path(__file__).parents[2] / "docs" / "physics.md").read_text().split())
+    assert (f"At tp 8 they add {added_gb:.2f} GB of FP8 weights to each GPU's step and"
+            f" {100 * added_share:.0f}% to a DeepSeek-V3 prefill token's FLOPs on each GPU") in physics
 
 def test_weights_without_tensor_cores_are_served_weight_only(catalog):
     """fp8 weights on an A100 (no fp8 tensor cores) run as vLLM's W8A16 Marlin: half the weight
