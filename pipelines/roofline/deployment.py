@@ -265,7 +265,9 @@ class Deployment:
     @property
     def replicated_params(self) -> float:
         """Parameters every GPU of the group holds whole (module docstring, weights): MLA's
-        down-projections to the query and KV latents (no query latent: only the KV one)."""
+        down-projections to the query and KV latents, hidden * (q_lora_rank + kv_lora_rank +
+        qk_rope_head_dim) per layer; a model without a query latent (q_lora_rank empty, as in
+        DeepSeek-V2-Lite) has only the KV one."""
         m = self.model
         if m.attention != "MLA":
             return 0.0
