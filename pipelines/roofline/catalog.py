@@ -369,8 +369,8 @@ class Catalog:
         (gpu_efficiency.csv: `current` = today's engines with CUDA graphs and custom all-reduce,
         vLLM >= 0.6 / TensorRT-LLM / SGLang; `vllm-2023` = the 2023 stack SplitwiseSim profiled).
         Without a `name`, the deployment is named by what it is (`_built_name`)."""
-        kv_defaulted = kv_cache is None
-        kv_cache = kv_cache or weights
+        kv_defaulted = kv_cache is None   # only an absent one: "" is a dtype that does not exist
+        kv_cache = weights if kv_defaulted else kv_cache
         for label, dtype in (("weights", weights), ("kv_cache", kv_cache)):
             if dtype not in DTYPE_BYTES:
                 raise CatalogError(f"{label}={dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")

@@ -781,6 +781,16 @@ def test_a_kv_cache_dtype_no_engine_stores_on_the_gpu_is_refused(catalog, gpu, k
         catalog.build(model="llama-3.1-8b", gpu=gpu, weights="bf16", kv_cache=kv_cache)
 
 
+
+@pytest.mark.parametrize("kv_cache", ["", "BF16"])
+def test_a_kv_cache_dtype_that_is_no_dtype_is_refused_not_defaulted(catalog, kv_cache):
+    """Only an absent kv_cache (None) takes the weights' dtype: an empty string had been read as
+    absent too, so the deployment was built with a bf16 KV cache nobody asked for, where any
+    other unknown name is refused with the dtypes there are."""
+    with pytest.raises(CatalogError, match=rf"kv_cache='{kv_cache}': expected one of bf16, fp16,"
+                                           rf" fp8, int8, fp4"):
+        catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="bf16", kv_cache=kv_cache)
+
 def test_kv_cache_dtypes_engines_store_still_build(catalog):
     """vLLM stores an fp8 KV cache on Ampere too (converting it for attention); Blackwell keeps
     NVFP4."""
