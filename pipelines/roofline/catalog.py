@@ -421,7 +421,11 @@ class Catalog:
                   **{f"net_{k}": v for k, v in asdict(network).items()}}
         for column, rule in NUMBER_RANGES["deployments"].items():
             if rule.refuses(values[column]):
-                raise CatalogError(f"{column}={values[column]!r}: expected {rule.expected}")
+                # a tp out of range also names the degrees that split this model, as an uneven
+                # one's message does, so that the next try is not refused in turn
+                valid = (f"; valid tp for {model}: {', '.join(map(str, valid_tensor_parallel(m)))}"
+                         if column == "tp" else "")
+                raise CatalogError(f"{column}={values[column]!r}: expected {rule.expected}{valid}")
         if not isinstance(scheduler.chunked_prefill, (bool, np.bool_)):
             raise CatalogError(f"chunked_prefill={scheduler.chunked_prefill!r}: expected True or False")
         sizes = scheduler.graph_batch_sizes

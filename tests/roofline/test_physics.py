@@ -332,6 +332,16 @@ def test_uneven_tensor_parallelism_names_valid_degrees(catalog, model, tp, named
     assert f"tp={tp}" in str(info.value) and named in str(info.value)
 
 
+
+@pytest.mark.parametrize("tp", [16, 0])
+def test_tensor_parallelism_out_of_range_names_the_model_s_valid_degrees(catalog, tp):
+    """A tp outside one node's [1, 8] said only the range, so a user who asked for 16 tried 6
+    next and met a second refusal: the message names the degrees that split the model, as an
+    uneven tp's does."""
+    with pytest.raises(CatalogError, match=rf"tp={tp}: expected a whole number in \[1, 8\];"
+                                           rf" valid tp for llama-3.1-70b: 1, 2, 4, 8$"):
+        catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=tp)
+
 def test_valid_tensor_parallel_allows_replicated_kv_heads(catalog):
     llama1b = catalog.models.filter(catalog.models["model"] == "llama-3.2-1b").row(0, named=True)
     assert valid_tensor_parallel(llama1b, 16) == [1, 2, 4, 8, 16]
