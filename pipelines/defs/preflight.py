@@ -63,7 +63,7 @@ def calibration_choices(cfg: dict, problems: list[str]) -> list[tuple[str, str]]
     for trace, names in _mapping(cfg.get("candidates"), f"{where}.candidates", problems).items():
         if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
             problems.append(f"run config {where}.candidates[{trace!r}]: {names!r}, expected a "
-                            f"list of deployment names")
+                            f"list of one or more deployment names")
             continue
         if trace in deployments:
             problems.append(f"run config {where}: trace {trace!r} has both a deployment and "
@@ -90,7 +90,7 @@ def _check_fit_metrics(metrics, where: str, problems: list[str]) -> None:
     """A problem naming `where` unless `metrics` is a non-empty list of REQUEST_METRICS names."""
     if (not isinstance(metrics, list) or not metrics
             or not all(isinstance(m, str) and m in REQUEST_METRICS for m in metrics)):
-        problems.append(f"run config {where}: {metrics!r}, expected a list of some of "
+        problems.append(f"run config {where}: {metrics!r}, expected a list of one or more of "
                         f"{list(REQUEST_METRICS)}")
 
 
