@@ -29,12 +29,17 @@ from pipelines.defs.schedules import nightly_job, nightly_schedule
 
 
 
+# Every asset, in one place: the Definitions hold them, and a step's failure that names an
+# asset to materialize first names the others one computation writes with it (resources.py).
+ASSET_MODULES = (reference_assets, ingest_assets, replay_assets, report_assets, what_if_assets,
+                 calibration_assets)
+
+
 def build_defs(warehouse: Path) -> dg.Definitions:
     """Every asset and check, publishing to the DuckDB file `warehouse` (its folder is created
     by the first run, after the preflight has checked it can be)."""
     return dg.Definitions(
-        assets=dg.load_assets_from_modules([reference_assets, ingest_assets, replay_assets, report_assets,
-                                                what_if_assets, calibration_assets]),
+        assets=dg.load_assets_from_modules(ASSET_MODULES),
         asset_checks=dg.load_asset_checks_from_modules([ingest_checks, replay_checks, report_checks]),
         jobs=[ingest_sensors.ingest_job, nightly_job],
         sensors=[ingest_sensors.trace_inbox_sensor],

@@ -106,9 +106,27 @@ def missing_table_line(exc: duckdb.CatalogException, warehouse: str) -> str | No
     table = found.group(1)
     asset = ASSET_OF_SQL_STEP.get(table, table)
     made_by = f" (made by the asset {asset})" if asset != table else ""
+    together = written_with(asset)
+    first = (f"{asset} (one computation writes it with {', '.join(together)}: select them"
+             f" together, --select {','.join(sorted([asset, *together]))})" if together else asset)
     return (f"the warehouse {warehouse} has no table {table}{made_by}, which this step reads:"
-            f" materialize {asset} and the assets upstream of it first (or run the nightly job),"
+            f" materialize {first} and the assets upstream of it first (or run the nightly job),"
             f" then this one")
+
+
+def written_with(asset: str) -> list[str]:
+    """The other assets of the one computation that writes `asset` (none for an asset of its
+    own). Dagster refuses to materialize part of such a multi-asset: `dagster asset materialize
+    --select shape_buckets`, as the line above advised on a warehouse without the catalog tables,
+    stopped with DagsterInvalidSubsetError and its traceback. Imported here, when a step fails:
+    pipelines.definitions imports this module."""
+    from pipelines.definitions import ASSET_MODULES
+
+    for assets in dg.load_assets_from_modules(ASSET_MODULES):
+        keys = sorted(k.to_user_string() for k in assets.keys)
+        if asset in keys and len(keys) > 1:
+            return [k for k in keys if k != asset]
+    return []
 
 
 class UnpublishedRun(dg.DagsterError):
