@@ -392,6 +392,9 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
     _write_log(inbox, "tiny", log.head(6))
     _write_log(inbox, "unobserved", log.head(20).with_columns(
         observed_ttft_s=pl.lit(None, pl.Float64), observed_e2e_s=pl.lit(None, pl.Float64)))
+    # 0 s is a log's "not measured": such a trace was listed among the traces with observed
+    # latencies a config may name, and then skipped
+    _write_log(inbox, "zeros", log.head(20).with_columns(observed_ttft_s=0.0, observed_e2e_s=0.0))
     warehouse = tmp_path / "w.duckdb"
     resources = {"duckdb": DuckDBResource(database=str(warehouse))}
     assert dg.materialize([ingested_traces], resources=resources).success
@@ -426,7 +429,13 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
     skipped = by_key["calibration"]["skipped_traces"].value
     assert list(skipped) == ["tiny"] and "observations of ttft in the fit half" in skipped["tiny"]
     # the trace left out for want of observed latencies is named too
-    assert by_key["calibration"]["unobserved_traces"].value == ["unobserved"]
+    assert by_key["calibration"]["unobserved_traces"].value == ["unobserved", "zeros"]
+    named = dg.materialize([calibrated], resources=resources, raise_on_error=False, run_config={
+        "ops": {"calibrated": {"config": {**config, "traces": ["zeros"]}}}})
+    [failure] = [e for e in named.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert ("trace 'zeros': its requests carry no observed latency (an observed 0 s counts as not"
+            " measured); expected one of the traces with observed latencies: partly, tiny"
+            ) in failure.event_specific_data.error.message
 
 
 def test_an_empty_yaml_key_names_none(tmp_path):
@@ -471,7 +480,8 @@ def test_a_trace_named_in_the_config_is_told_apart_from_one_without_observations
         _materialize(tmp_path, requests, config)
     lines = str(info.value).splitlines()
     assert lines[0] == ("calibration config ops.calibrated.config.traces: trace 'burstgpt-scale1000':"
-                        " its requests carry no observed latency; expected one of the traces with"
+                        " its requests carry no observed latency (an observed 0 s counts as not"
+                        " measured); expected one of the traces with"
                         " observed latencies: burstgpt-scale100")
     assert lines[1].startswith("calibration config ops.calibrated.config.traces and"
                                " ops.calibrated.config.candidates: trace 'fireworks_7b': no ingested"

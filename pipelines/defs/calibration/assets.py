@@ -214,7 +214,8 @@ def _unknown_traces(config: CalibrationConfig, ingested: set[str], observed: lis
     for trace in sorted(set().union(*settings_naming.values()) - set(observed)):
         fields = " and ".join(f"ops.{CALIBRATION_OP}.config.{field}"
                               for field, names in settings_naming.items() if trace in names)
-        why = ("its requests carry no observed latency" if trace in ingested else
+        why = ("its requests carry no observed latency (an observed 0 s counts as not measured)"
+               if trace in ingested else
                "no ingested file has that trace name (a file's name less its format and"
                " compression suffixes: log.json.gz is trace log)")
         lines.append(f"calibration config {fields}: trace {trace!r}: {why}; expected one of the"
