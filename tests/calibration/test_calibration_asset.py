@@ -436,6 +436,12 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
     assert ("trace 'zeros': its requests carry no observed latency (an observed 0 s counts as not"
             " measured); expected one of the traces with observed latencies: partly, tiny"
             ) in failure.event_specific_data.error.message
+    only_tiny = dg.materialize([calibrated], resources=resources, run_config={
+        "ops": {"calibrated": {"config": {**config, "traces": ["tiny"]}}}})
+    metadata = only_tiny.asset_materializations_for_node("calibrated")[0].metadata
+    assert metadata["calibrated_traces"].value == ("none: every trace this run calibrates was"
+                                                   " skipped (skipped_traces says why)")
+    assert metadata["traces_from_earlier_runs"].value == ["partly"]
 
 
 def test_an_empty_yaml_key_names_none(tmp_path):

@@ -240,7 +240,10 @@ def _servable(trace: str, frame: pl.DataFrame, offered: list) -> tuple[pl.DataFr
 
 def _fit_metadata(summary: dict, skipped: dict) -> dict:
     if not summary:
-        why = "every observed trace was skipped" if skipped else "no request carries observed latencies"
+        # a run of `traces` skips only those: "every observed trace was skipped" said the
+        # others, left out of it, were skipped too
+        why = ("every trace this run calibrates was skipped (skipped_traces says why)" if skipped
+               else "no request carries observed latencies")
         return {"calibrated_traces": dg.MetadataValue.text(f"none: {why}"),
                 "implausible_fits": dg.MetadataValue.md("none"),
                 "outlying_observations": dg.MetadataValue.md("none")}
