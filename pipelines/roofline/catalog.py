@@ -49,7 +49,7 @@ SCHEDULER_CHOICES = {
 }
 # Columns the physics reads (deployments.csv may omit `stack` and the SCHEDULER_CHOICES options:
 # the default stack and the Scheduler defaults, vLLM's, apply; gpus.csv may omit
-# `weight_only_dtypes`, `kv_cache_dtypes` and `allreduce_family`).
+# `weight_only_dtypes`, `kv_cache_dtypes`, `interconnect_peer_links` and `allreduce_family`).
 REQUIRED_COLUMNS = {
     "gpus": ("gpu", "family", "memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
              "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs", "source"),
@@ -135,8 +135,12 @@ TENSOR_PARALLEL = Range(1, low_inclusive=True, high=8, whole=True)
 # a deployment's own efficiency factors, which override its GPU family's. An empty value (a peak
 # a GPU lacks, an MLA rank of a model without MLA) is not checked.
 NUMBER_RANGES = {
-    "gpus": dict.fromkeys(("memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
-                           "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs"), POSITIVE),
+    "gpus": {
+        **dict.fromkeys(("memory_gb", "memory_gib", "hbm_bandwidth_gbs", "bf16_tflops",
+                         "fp8_tflops", "int8_tops", "fp4_tflops", "interconnect_gbs"), POSITIVE),
+        # optional: empty for a switch or PCIe (GpuSpec.interconnect_peer_links)
+        "interconnect_peer_links": COUNT,
+    },
     "gpu_efficiency": {
         **dict.fromkeys(("compute_efficiency", "bandwidth_efficiency",
                          "allreduce_bus_efficiency"), FRACTION),
@@ -187,6 +191,9 @@ ABSENT_COLUMN_MEANS = {
         "kv_cache_dtypes": "any KV-cache dtype is taken on any GPU (an fp4 KV cache on an H100 too)",
         "allreduce_family": "every GPU takes its own family's all-reduce (a PCIe card of an NVLink"
                             " family, as the A10, gets NVSwitch's)",
+        "interconnect_peer_links": "every GPU's interconnect_gbs is taken as a switch's, whole at"
+                                   " any tp (an MI300X pair all-reduces over all seven Infinity"
+                                   " Fabric links of its 8-GPU mesh, not the one between them)",
     },
     "models": {
         "tied_embeddings": "every model is taken as untied (one whose config.json sets"
@@ -455,6 +462,12 @@ class Catalog:
                                    f" ({meaning})")
         _check_memory_basis(g, scheduler.kv_memory_basis)
         _check_tensor_parallel(m, tp)
+        links = g.get("interconnect_peer_links")
+        if links is not None and tp - 1 > links:
+            raise CatalogError(f"tp={tp}: {gpu}'s interconnect is a mesh of {links} peer links"
+                               f" (interconnect_peer_links in {self.file('gpus')}), which joins"
+                               f" {links + 1} GPUs directly; expected tp of at most {links + 1}"
+                               f" (a larger group relays through peers, which is not modelled)")
         provider, plan = self._price_key(gpu, price_provider, price_plan)
         deployment = Deployment(
             name=name or _built_name(model, gpu, tp, weights, kv_cache),
@@ -465,7 +478,8 @@ class Catalog:
                         peak_tflops=g[PEAK_COLUMN[gemm_dtype]], gemm_dtype=gemm_dtype,
                         bf16_peak_tflops=g["bf16_tflops"],
                         attention_peak_tflops=_attention_peak(g, kv_cache),
-                        interconnect_gbs=g["interconnect_gbs"]),
+                        interconnect_gbs=g["interconnect_gbs"],
+                        interconnect_peer_links=links),
             tp=tp, weight_dtype=weights, kv_dtype=kv_cache, replicas=replicas,
             scheduler=scheduler, efficiency=efficiency,
             network=network, price_provider=provider, price_plan=plan,

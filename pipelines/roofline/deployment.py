@@ -179,7 +179,11 @@ class GpuSpec:
     peak_tflops: float  # dense, for the dtype the weight GEMMs compute in (gemm_dtype)
     bf16_peak_tflops: float  # dense bf16: the LM head's GEMM, 16-bit in every checkpoint
     attention_peak_tflops: float  # dense, for the attention dtype (fp8 with an fp8 or fp4 KV cache, else bf16)
-    interconnect_gbs: float
+    interconnect_gbs: float  # both directions summed, as datasheets quote it
+    # the point-to-point links interconnect_gbs is the sum of, one to each peer of a fully
+    # connected mesh (MI300X's Infinity Fabric: 7); None for a switch (NVSwitch) or PCIe, whose
+    # bandwidth a tensor-parallel group of any size gets whole (Deployment.link_gbs_one_way)
+    interconnect_peer_links: int | None
     gemm_dtype: str  # the weights' dtype, or bf16 where they are served weight-only
 
 
@@ -432,11 +436,22 @@ class Deployment:
             c[step.ALLREDUCE_LATENCY_S] = 2.0 * m.layers * e.allreduce_latency_s * rounds
             ring = 2.0 * (self.tp - 1) / self.tp
             c[step.ALLREDUCE_BYTES_PER_TOKEN] = 2.0 * m.layers * m.hidden_size * ACTIVATION_BYTES * ring
-        # datasheets quote NVLink / Infinity Fabric / PCIe both directions summed; a ring step
-        # sends one way, at the bus bandwidth NCCL achieves on that link (protocol overhead on
-        # NVLink; CPU root-complex limits on PCIe), not the line rate
-        c[step.LINK_BANDWIDTH] = self.gpu.interconnect_gbs * 1e9 / 2.0 * e.allreduce_bus_efficiency
+        # a ring step sends one way, at the bus bandwidth NCCL achieves on the group's links
+        # (protocol overhead on NVLink; CPU root-complex limits on PCIe), not the line rate
+        c[step.LINK_BANDWIDTH] = self.link_gbs_one_way * 1e9 * e.allreduce_bus_efficiency
         return c
+
+    @property
+    def link_gbs_one_way(self) -> float:
+        """GB/s one way over the links a GPU reaches the rest of its tensor-parallel group by.
+        Datasheets quote NVLink / Infinity Fabric / PCIe with both directions summed, so half. A
+        switch's port (NVSwitch) or a PCIe slot carries it whole to any peer, whatever the
+        group's size; a fully connected mesh's figure is the sum of one link per peer (MI300X:
+        7 x 128 GB/s), and a group of tp GPUs has only the tp - 1 links to its own peers (64 GB/s
+        at tp 2, all 448 only at tp 8; none at tp 1, which all-reduces nothing)."""
+        one_way = self.gpu.interconnect_gbs / 2.0
+        links = self.gpu.interconnect_peer_links
+        return one_way if links is None else one_way * (self.tp - 1) / links
 
     # ---- the two questions ----------------------------------------------------------------
     def prefill_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
@@ -568,7 +583,7 @@ class Deployment:
             "fixed_step_s": float(self.coefficients[step.STEP_OVERHEAD_S]),
             "allreduce_s_per_step": float(self.coefficients[step.ALLREDUCE_LATENCY_S]),
             "allreduce_bytes_per_token": float(self.coefficients[step.ALLREDUCE_BYTES_PER_TOKEN]),
-            "link_gbs_one_way": self.gpu.interconnect_gbs / 2.0,
+            "link_gbs_one_way": self.link_gbs_one_way,
             "allreduce_busbw_gbs": float(self.coefficients[step.LINK_BANDWIDTH]) / 1e9,
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "ridge_flops_per_byte": self.ridge_flops_per_byte,

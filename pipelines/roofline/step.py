@@ -84,7 +84,9 @@ lock-step, so the replica's step time is one GPU's step time):
   MPICH"); tp - 1 over a ring (PCIe, and the 2023 stack). See deployment.ALLREDUCE_ROUNDS and
   docs/physics.md section 4. A_bytes = 2 * layers * hidden * 2 B * 2 (tp - 1) / tp per token (ring
   all-reduce of bf16 activations), over B_link = the all-reduce bus bandwidth NCCL achieves:
-  one direction of the GPU's link rate times a bus efficiency (0.82 on NVLink, protocol
+  one direction of the link rate the GPU reaches its group's peers at (all of it through a
+  switch or PCIe; on a fully connected mesh, MI300X's, only the tp - 1 of its links to its own
+  peers: Deployment.link_gbs_one_way) times a bus efficiency (0.82 on NVLink, protocol
   overhead; 0.48 measured on B200's NVLink 5; 0.55 over PCIe, limited by the CPU root complex;
   see gpu_efficiency.csv).
 

@@ -581,6 +581,8 @@ def test_catalog_number_that_is_not_a_number_names_its_file_row_and_column(copie
                                                  r" the total the driver reports in GiB \(nvidia-smi"),
     ("gpus", "h100-sxm", "fp8_tflops", "-1978.9", "-1978.9: expected a number > 0"),
     ("gpus", "l4", "interconnect_gbs", "inf", "inf: expected a number > 0"),
+    ("gpus", "mi300x", "interconnect_peer_links", "0", "0: expected a whole number >= 1"),
+    ("gpus", "mi300x", "interconnect_peer_links", "3.5", "3.5: expected a whole number >= 1"),
     ("gpu_efficiency", "hopper", "allreduce_bus_efficiency", "1.2",
      r"1.2: expected a number in \(0, 1\]"),
     ("gpu_efficiency", "ampere", "step_overhead_s", "-0.001", "-0.001: expected a number >= 0"),
@@ -837,6 +839,21 @@ def test_an_allreduce_family_must_be_a_family_of_the_efficiency_file(copied):
                                            r" expected a family of .*gpu_efficiency.csv \(ada,"
                                            r" ampere, blackwell, cdna3, hopper\)"):
         load_catalog(copied)
+
+
+def test_a_tensor_parallel_group_larger_than_its_gpus_mesh_is_refused(copied):
+    """A mesh of N peer links (gpus.csv interconnect_peer_links) joins N + 1 GPUs directly; a
+    larger group would relay through a peer, which the all-reduce's link bandwidth, tp - 1 of
+    the N links, does not price. A 4-GPU mesh (3 links) builds at tp 4 and refuses tp 8."""
+    _set_gpu_cell(copied, "mi300x", "interconnect_peer_links", "3")
+    catalog = load_catalog(copied)
+    assert catalog.build(model="llama-3.1-70b", gpu="mi300x", tp=4).as_row()[
+        "link_gbs_one_way"] == pytest.approx(448.0)
+    with pytest.raises(CatalogError, match=r"tp=8: mi300x's interconnect is a mesh of 3 peer"
+                                           r" links \(interconnect_peer_links in .*gpus.csv\),"
+                                           r" which joins 4 GPUs directly; expected tp of at"
+                                           r" most 4"):
+        catalog.build(model="llama-3.1-70b", gpu="mi300x", tp=8)
 
 
 def test_an_a10_is_built_on_the_2023_stack_at_tp_1_which_runs_no_all_reduce(catalog):

@@ -175,6 +175,41 @@ def test_allreduce_latency_grows_with_the_rounds_of_the_fabric(catalog):
     assert d.coefficients[step.LINK_BANDWIDTH] == pytest.approx(450e9 * 0.82)
 
 
+def test_a_mesh_gpu_all_reduces_over_the_links_to_its_group_only(catalog):
+    """MI300X's 896 GB/s is 7 Infinity Fabric links of 128 GB/s (64 each way), one to each peer
+    of a fully connected 8-GPU mesh (gpus.csv interconnect_peer_links): a tensor-parallel group
+    of tp GPUs sends over the tp - 1 links to its peers, 64 GB/s one way at tp 2, not the 448 of
+    all seven (7x / 2.3x too little all-reduce byte time at tp 2 / 4 before). A switch's GPU
+    (NVSwitch H100) reaches it at its full rate whatever the group's size."""
+    for tp, links in ((2, 1), (4, 3), (8, 7)):
+        d = catalog.build(model="llama-3.1-70b", gpu="mi300x", tp=tp, weights="fp8")
+        bus = d.efficiency.allreduce_bus_efficiency
+        assert d.coefficients[step.LINK_BANDWIDTH] == pytest.approx(64e9 * links * bus)
+        row = d.as_row()
+        assert row["link_gbs_one_way"] == pytest.approx(64 * links)
+        assert row["allreduce_busbw_gbs"] == pytest.approx(64 * links * bus)
+    # a single GPU has no peer in its group: none of the mesh's links is its group's
+    single = catalog.build(model="llama-3.1-8b", gpu="mi300x", tp=1)
+    assert single.as_row()["link_gbs_one_way"] == 0.0
+    for tp in (1, 2, 4, 8):
+        d = catalog.build(model="llama-3.1-70b", gpu="h100-sxm", tp=tp, weights="fp8")
+        assert d.coefficients[step.LINK_BANDWIDTH] == pytest.approx(450e9 * 0.82)
+        assert d.as_row()["link_gbs_one_way"] == 450.0
+
+
+def test_the_documents_state_what_the_mesh_links_move(catalog):
+    """docs/physics.md section 4 gives Llama-3.1-70B FP8 on 2 x MI300X before (all seven links
+    at every tp: the GPU taken as a switch's) and after the mesh's tp - 1 links."""
+    mesh = catalog.build(model="llama-3.1-70b", gpu="mi300x", tp=2, weights="fp8")
+    whole = replace(mesh, gpu=replace(mesh.gpu, interconnect_peer_links=None))
+    context = 256 * 2048
+    physics = " ".join((Path(__file__).parents[2] / "docs" / "physics.md").read_text().split())
+    assert (f"prefilled 8,192 tokens in {whole.prefill_s(8192):.3f} s (now"
+            f" {mesh.prefill_s(8192):.2f} s) and took {1e3 * whole.decode_step_s(256, context):.1f} ms"
+            f" (now {1e3 * mesh.decode_step_s(256, context):.1f} ms) for a decode step of 256"
+            f" sequences holding 2,048 tokens each") in physics
+
+
 def test_a_pcie_card_of_an_nvlink_family_all_reduces_over_pcie(catalog):
     """The A10 is an Ampere chip on PCIe Gen4 x16, with no NVLink: its all-reduce is the PCIe
     Ada cards' (ring rounds of 6 us, 0.55 of the line rate), not the NVSwitch A100's (log2 rounds
