@@ -45,7 +45,7 @@ from pipelines.formats.common import (
     Policies,
     start_time_of,
 )
-from pipelines.formats.units import per_second
+from pipelines.formats.units import PER_SECOND, per_second
 
 
 # The reason of a row that fails a check whose message quotes a field the row lacks (a reader
@@ -74,6 +74,10 @@ class Labels:
     unit: str = "s"
     ttft: str = "observed_ttft_s"
     e2e: str = "observed_e2e_s"
+    # the unit a generic log's latencies were read in (its latency_unit option); None for a
+    # format whose unit is fixed. A latency beyond a day is then most likely read in the wrong
+    # unit, and its reason names the setting that fixes it, not only the bound.
+    latency_unit: str | None = None
 
 
 def _checks(labels: Labels, policies: Policies, relative: bool, columns: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
@@ -194,8 +198,13 @@ def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl
     """Observed latencies: absent is fine, anything else must be seconds from 0 to a day, and the
     first token cannot come after the end of the answer. A reason shows the values in seconds,
     with their unit: a generic log's column read with latency_unit="ms" holds 900 where the
-    value checked is 0.9."""
+    value checked is 0.9. A generic log's latency beyond a day names its latency_unit too
+    (Labels.latency_unit): a log in milliseconds read as seconds is a setting to change."""
     checks = []
+    *others, last = (f'"{unit}"' for unit in PER_SECOND)
+    unit_hint = "" if labels.latency_unit is None else (
+        f"; read with latency_unit {labels.latency_unit!r}: if the log's latencies are in another"
+        f' unit, its sidecar takes "latency_unit": {", ".join(others)} or {last}')
     for name, text, label in (("observed_ttft_s", "ttft_text", labels.ttft),
                               ("observed_e2e_s", "e2e_text", labels.e2e)):
         v = pl.col(name)
@@ -203,9 +212,10 @@ def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl
             checks.append((v.is_null() & (pl.col(text).str.strip_chars() != ""),
                            pl.format("{} is not a number: '{}'", pl.lit(label), pl.col(text))))
         if name in columns:
-            checks.append((v.is_not_null() & (v.is_nan() | v.is_infinite() | (v < 0) | (v > MAX_SANE_LATENCY_S)),
-                           pl.format("{} is {} s: not a latency in seconds (0 to {})", pl.lit(label), v,
-                                     pl.lit(int(MAX_SANE_LATENCY_S)))))
+            for wrong, hint in ((v.is_nan() | v.is_infinite() | (v < 0), ""), (v > MAX_SANE_LATENCY_S, unit_hint)):
+                checks.append((v.is_not_null() & wrong,
+                               pl.format("{} is {} s: not a latency in seconds (0 to {}){}", pl.lit(label), v,
+                                         pl.lit(int(MAX_SANE_LATENCY_S)), pl.lit(hint))))
     if {"observed_ttft_s", "observed_e2e_s"} <= columns:
         ttft, e2e = pl.col("observed_ttft_s"), pl.col("observed_e2e_s")
         checks.append((ttft > e2e, pl.format("{} is {} s, more than {} {} s: the first token cannot come after "

@@ -45,7 +45,10 @@ factor at its ideal (100% of peak compute and bandwidth, no step overhead, no cl
 the catalog's all-reduce latency and per-layer launch cost stay, being hardware), or a fitted
 efficiency ends at its bound (100% of peak, or 1%) or an overhead at its ceiling (1 s; 10 ms for
 the per-sequence one). Either means the deployment is not the one that served the log (GPU,
-tensor-parallel degree, dtype or model), whatever the errors say.
+tensor-parallel degree, dtype or model), whatever the errors say. Two more ask about the log's
+unit instead: every factor at its slow bound (milliseconds read as seconds?), and every fitted
+metric's median more than UNIT_SLIP_RATIO (100) times faster than the ideal (seconds read as
+milliseconds?).
 
 Outliers: a fitted metric's observations (both halves) more than 10 x off the fitted prediction
 either way are counted per metric, with the worst (`Calibration.outliers`): a fit can be
@@ -133,6 +136,15 @@ AT_BOUND = 1.05
 # worst are in docs/physics.md §6); a unit slip, a clock jump, a cold start, a stalled request
 # or a measurement that is not what it is read as do not.
 OUTLIER_RATIO = 10.0
+# Every fitted metric's median observation more than UNIT_SLIP_RATIO times faster than the
+# deployment at its ideal asks whether seconds were read as milliseconds (a generic log's
+# latency_unit), as every factor at its slow bound asks the converse. A unit slip is 1,000 x,
+# and real engines run at a few times their ideal: the AIBrix log read so is 300 x (TTFT) and
+# 615 x (e2e) faster than its A10. Wrong hardware, precision or model do not reach 100 x in
+# both metrics: the 1B BurstGPT log on the 405B model (8 x A100, int8) is 3.6 x / 4.6 x; only
+# a replay the log swamps queues its TTFT that far (70B on 8 x L4: 1,656 x), and its e2e, which
+# carries the decode the queue does not inflate as much, stays at 18 x. Hence every metric.
+UNIT_SLIP_RATIO = 100.0
 
 
 class CalibrationError(ValueError):
@@ -652,9 +664,11 @@ def _plausibility(d: Deployment, fitted: Deployment, metrics: np.ndarray, observ
     """The warnings of the module docstring's plausibility checks, one sentence each."""
     served_by = f"{d.name} ({d.model.model} on {d.tp} x {d.gpu.gpu}, {d.weight_dtype} weights)"
     warnings = []
+    far_faster = True
     for metric in dict.fromkeys(metrics):
         rows = metrics == metric
         observed_median, ideal_median = float(np.median(observed[rows])), float(np.median(ideal[rows]))
+        far_faster &= observed_median * UNIT_SLIP_RATIO < ideal_median
         if observed_median < ideal_median:
             warnings.append(
                 f"median observed {metric} {observed_median:.4g} s is faster than {served_by} "
@@ -671,6 +685,11 @@ def _plausibility(d: Deployment, fitted: Deployment, metrics: np.ndarray, observ
         warnings.append(f"every factor ended at its slow bound: the log is slower than {served_by} at"
                         f" its slowest; latencies in milliseconds read as seconds? (a CSV, JSONL or"
                         f' Parquet log\'s sidecar takes "latency_unit": "ms")')
+    if far_faster:   # the converse: a log in s read as ms, its sidecar's latency_unit wrong
+        warnings.append(f"every fitted metric's median is more than {UNIT_SLIP_RATIO:g}× faster than"
+                        f" {served_by} can be at 100% of peak compute and bandwidth: latencies in"
+                        f" seconds read as milliseconds? (a CSV, JSONL or Parquet log's sidecar's"
+                        f' "latency_unit", "s" unless set, is the unit of its observed latencies)')
     return tuple(warnings)
 
 

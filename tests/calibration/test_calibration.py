@@ -14,6 +14,7 @@ from pipelines.roofline.calibration import (
     BOUNDS,
     PARAMETERS,
     REQUEST_METRICS,
+    UNIT_SLIP_RATIO,
     CalibrationError,
     calibrate_candidates,
     calibrate_requests,
@@ -710,6 +711,29 @@ def test_a_log_slower_than_every_bound_asks_whether_its_latencies_are_millisecon
         assert said.endswith(f"at its slowest; {hint} \"latency_unit\": \"ms\")"), name
     slower = calibrate_requests(catalog.deployment("burstgpt-vllm-1b-4090"), aibrix(), BUCKETS)
     assert not any("milliseconds" in w for w in slower.warnings)
+
+
+def test_a_log_far_faster_than_its_deployment_asks_whether_its_latencies_are_seconds(catalog):
+    """The other way round: a CSV log in seconds whose sidecar says "latency_unit": "ms" is read
+    1,000 x fast (the AIBrix log: its median TTFT 300 x and e2e 615 x faster than the A10 at
+    100% of peak), and the warnings said only 'served by other hardware, parallelism, precision
+    or model'. Past UNIT_SLIP_RATIO in every fitted metric they ask about the unit; a log merely
+    faster than a wrong deployment is not asked (the 1B BurstGPT log on 70B on 8 x L4: TTFT
+    1,656 x, its replay queueing, but e2e 18 x)."""
+    hint = ("latencies in seconds read as milliseconds? (a CSV, JSONL or Parquet log's sidecar's"
+            ' "latency_unit", "s" unless set, is the unit of its observed latencies)')
+    d = catalog.deployment("aibrix-deepseek-coder-a10")
+    fast = aibrix().with_columns(pl.col("observed_ttft_s", "observed_e2e_s") / 1000)
+    warnings = calibrate_requests(d, fast, BUCKETS).warnings
+    (said,) = [w for w in warnings if hint in w]
+    assert said == (f"every fitted metric's median is more than {UNIT_SLIP_RATIO:g}× faster than"
+                    f" {d.name} (deepseek-coder-6.7b on 1 x a10, bf16 weights) can be at 100% of"
+                    f" peak compute and bandwidth: {hint}")
+    assert any(w.startswith("median observed ttft 0.0001276 s is faster than") for w in warnings)
+    wrong = catalog.build(model="llama-3.1-70b", gpu="l4", tp=8)
+    slower = calibrate_requests(wrong, burstgpt(100), BUCKETS).warnings
+    assert any(w.startswith("median observed ttft") for w in slower)
+    assert not any("milliseconds" in w for w in slower)
 
 
 def test_candidates_are_compared_with_their_catalog_factors(aibrix_choice):

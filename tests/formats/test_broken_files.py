@@ -434,7 +434,28 @@ def test_a_rejected_millisecond_latency_says_its_value_in_seconds(tmp_path):
     assert result.rejected["reason"].to_list() == [
         "ttft_ms is 0.9 s, more than e2e_ms 0.2 s: the first token cannot come after the end of"
         " the answer",
-        "e2e_ms is 100000.0 s: not a latency in seconds (0 to 86400)"]
+        "e2e_ms is 100000.0 s: not a latency in seconds (0 to 86400); read with latency_unit"
+        " 'ms': if the log's latencies are in another unit, its sidecar takes \"latency_unit\":"
+        " \"s\", \"ms\", \"us\" or \"ns\""]
+
+
+def test_a_latency_beyond_a_day_names_the_setting_that_reads_its_unit(tmp_path):
+    """A generic log in milliseconds read as seconds (its sidecar gives no latency_unit) had each
+    row rejected 'observed_ttft_s is 96377.0 s: not a latency in seconds (0 to 86400)', naming
+    no fix; the reason names the unit it was read in and the sidecar key that sets it. Formats
+    whose latency unit is fixed (AIBrix, OpenAI usage) take no such key and name none; every
+    row read is accepted or rejected all the same."""
+    path = generic_csv(tmp_path, [{"first": 130, "total": 2500}, {"first": 96377, "total": 99000}])
+    result = read_trace(path, **GENERIC_CSV)
+    assert result.rejected["reason"].to_list() == [
+        "first is 96377.0 s: not a latency in seconds (0 to 86400); read with latency_unit 's': if"
+        " the log's latencies are in another unit, its sidecar takes \"latency_unit\": \"s\","
+        " \"ms\", \"us\" or \"ns\""]
+    assert result.requests.height + result.rejected.height == 2
+    assert read_trace(path, **GENERIC_CSV, latency_unit="ms").rejected.height == 0
+    (reason,) = read_trace(jsonl(tmp_path, "aibrix.jsonl", [AIBRIX_ROW, {**AIBRIX_ROW, "latency": 90000.0}])
+                           ).rejected["reason"].to_list()
+    assert "latency_unit" not in reason
 
 
 MOONCAKE_LINE = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n'
