@@ -272,8 +272,10 @@ def did_you_mean(value: str, choices: Iterable[str | None]) -> str:
 def _one(frame: pl.DataFrame, column: str, value: str, what: str, file: Path) -> dict:
     """The row of `frame` whose `column` is `value`; an unknown name is a CatalogError naming
     the closest one first (a misspelt deployment in a sidecar or FLEETSPEND_DEPLOYMENT, a GPU in
-    a scenario), then every choice the file has."""
-    rows = frame.filter(pl.col(column) == value)
+    a scenario), then every choice the file has. A value that is not text (None, a list, a
+    number) is unknown the same way: compared with the column, it had polars warn or raise its
+    own error instead."""
+    rows = frame.filter(pl.col(column) == value) if isinstance(value, str) else frame.head(0)
     if rows.height == 0:
         raise CatalogError(f"unknown {what} {value!r}: {did_you_mean(value, frame[column])}{file}"
                            f" has {_choices(frame, column)}")

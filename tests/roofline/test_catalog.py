@@ -6,6 +6,7 @@ import csv
 import math
 import re
 import shutil
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -192,6 +193,26 @@ def test_a_misspelt_name_is_answered_with_the_closest_choice_first(catalog):
     with pytest.raises(CatalogError) as info:
         catalog.deployment("zzzzzz")
     assert "did you mean" not in str(info.value)
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    (lambda c: c.build(model=None, gpu="h100-sxm"), r"^unknown model None: .*models\.csv has deepseek"),
+    (lambda c: c.build(model=["llama-3.1-8b"], gpu="h100-sxm"),
+     r"^unknown model \['llama-3\.1-8b'\]: did you mean 'llama-3\.1-8b'\? .*models\.csv has deepseek"),
+    (lambda c: c.build(model="llama-3.1-8b", gpu=3), r"^unknown gpu 3: .*gpus\.csv has a10, "),
+    (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", stack=None),
+     r"^unknown serving stack for hopper GPUs None: .*gpu_efficiency\.csv has current, "),
+    (lambda c: c.deployment(5), r"^unknown deployment 5: .*deployments\.csv has aibrix"),
+])
+def test_a_name_that_is_not_text_is_an_unknown_name(catalog, call, said):
+    """build(model=None) printed polars' 'Comparisons with None always result in null' before
+    the CatalogError, and a list or a number for a name raised polars' InvalidOperationError or
+    ComputeError: the filter compared the name column with it. Any such name is unknown, said
+    as one, with the choices."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(CatalogError, match=said):
+            call(catalog)
 
 
 def test_kv_pool_of_free_memory_leaves_the_runtime_its_share(catalog):
