@@ -73,6 +73,13 @@ def _union(*parts: Mapping[str, Iterable[str]]) -> dict[str, frozenset[str]]:
     return merged
 
 
+# What sql/summary_calibration.sql reads: without the report tables, the summary still prints
+# the calibration where these are whole (main).
+CALIBRATION_READS = {
+    "calibration": ("trace", "deployment", "implausible", "outliers", "parameter", "before", "after"),
+    "calibration_errors": ("trace", "shape", "split", "metric", "observations", "error_before",
+                           "error_after", "error_baseline", "fitted"),
+}
 # Every table and column the summary reads, checked before it reads any (`lacking`).
 READS = _union(
     {table: () for table in REPORT_TABLES},  # ReportTables.read reads each one whole
@@ -97,10 +104,7 @@ READS = _union(
     {"requests": ("trace", "model"), "fleet_timeline": ("trace", "deployment", "scenario"),
      "unserved_requests": ("trace", "deployment"), "roofline": ("deployment", "model"),
      "models": ("model",)},  # sql/replay_model_names.sql, other_model_lines
-    {"calibration": ("trace", "deployment", "implausible", "outliers", "parameter", "before",
-                     "after"),
-     "calibration_errors": ("trace", "shape", "split", "metric", "observations", "error_before",
-                            "error_after", "error_baseline", "fitted")},  # sql/summary_calibration.sql
+    CALIBRATION_READS,
 )
 
 
@@ -161,7 +165,8 @@ def unreadable_message(path: Path, exc: duckdb.Error) -> str:
 
 def main(top: int = 10) -> int:
     """Print the summary; 1, with one line on stderr, where there is nothing to summarize: no
-    warehouse, a file that is not one, or one without a table or column the summary reads."""
+    warehouse, a file that is not one, or one without a table or column the summary reads (the
+    calibration, where its own tables are whole, printed first all the same)."""
     path = settings.warehouse_path()
     if not path.exists():
         # a first run of one's own logs that failed (every request longer than the model's
@@ -177,6 +182,10 @@ def main(top: int = 10) -> int:
         with duckdb.connect(str(path), read_only=True) as conn:
             lacks = lacking(conn, READS)
             if lacks:
+                # the on-demand calibration needs no report table: a warehouse only ingested and
+                # calibrated holds fits the user asked for, shown before what it lacks
+                if not {table for table, _ in lacks} & set(CALIBRATION_READS):
+                    _print_calibration(run_sql(conn, "summary_calibration").fetchall(), figures=False)
                 print(lack_message(path, lacks), file=sys.stderr)
                 return 1
             tables = ReportTables.read(conn)
@@ -267,6 +276,17 @@ def _calibration_lines(calibrated: list[tuple]) -> list[str]:
                                       for f in factors))
         lines += [_held_out_line(e) for e in errors or ()]
     return lines
+
+
+def _print_calibration(calibrated: list[tuple], *, figures: bool) -> None:
+    """The calibration section, when it has run; `figures`: the fleet figures follow it (they
+    keep the catalog's factors, which it says), not so for a warehouse without report tables."""
+    if not calibrated:
+        return
+    print(f"\n== Calibration on observed latencies: {len(calibrated)} trace(s) ==")
+    print("\n".join(_calibration_lines(calibrated)))
+    kept = "; the figures below keep the catalog's factors" if figures else ""
+    print(f"(catalog → fitted{kept}. Per shape: FROM calibration_errors)")
 
 
 def _added_since(ingested: set[str], failed: set[str]) -> list[Path]:
@@ -369,11 +389,7 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     if caveats:
         print("\n== Physics caveats (docs/physics.md section 5) ==")
         print("\n".join(f"- {text}" for _, text in caveats))
-    if calibrated:
-        print(f"\n== Calibration on observed latencies: {len(calibrated)} trace(s) ==")
-        print("\n".join(_calibration_lines(calibrated)))
-        print("(catalog → fitted; the figures below keep the catalog's factors. Per shape: FROM"
-              " calibration_errors)")
+    _print_calibration(calibrated, figures=True)
     print("\n== Fleet summary ==")
     if prices:
         print(deployment_sentence(", ".join(name for name, *_ in prices), prices))

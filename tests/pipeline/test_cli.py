@@ -14,6 +14,7 @@ import pytest
 from pipelines import settings
 from pipelines.summary import READS
 from pipelines.summary import main as print_summary
+from pipelines.warehouse import run_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = Path(sys.executable).with_name("dagster")
@@ -204,6 +205,31 @@ def test_summary_of_a_warehouse_without_report_tables_says_run_the_demo(tmp_path
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
     assert print_summary() == 1
     assert capsys.readouterr().err == f"fleetspend: {warehouse} has no report tables yet; run `make demo`\n"
+
+
+def test_summary_of_a_warehouse_only_calibrated_prints_the_calibration(tmp_path, monkeypatch, capsys):
+    """A user who ingested and calibrated (README "Calibration": `python -m pipelines.summary`
+    shows the fits per trace) but never ran the nightly job got only 'has no report tables
+    yet': the fits the warehouse holds were never shown. They come first now, then the line
+    saying the report tables are missing and how to build them."""
+    warehouse = tmp_path / "calibrated.duckdb"
+    _hand_built_warehouse(warehouse, {"trace_files": READS["trace_files"]})
+    with duckdb.connect(str(warehouse)) as conn:
+        run_sql(conn, "calibration_table")
+        run_sql(conn, "calibration_errors_table")
+        conn.execute("INSERT INTO calibration VALUES ('day1', 'seed-example', 'compute_efficiency',"
+                     " 0.5, 0.42, false, null, null)")
+        conn.execute("INSERT INTO calibration_errors VALUES ('day1', 'seed-example', 'all', 'held_out',"
+                     " 'e2e', 40, 2.0, 0.3, 0.08, 0.2, 0.05, 0.12, true)")
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    assert print_summary() == 1
+    out, err = capsys.readouterr()
+    assert out == ("\n== Calibration on observed latencies: 1 trace(s) ==\n"
+                   "- day1, fitted on seed-example:\n"
+                   "  compute_efficiency 0.5 → 0.42\n"
+                   "  held-out e2e (40 observed): median error 30.0% → 8.0%, shape-median baseline 12.0%\n"
+                   "(catalog → fitted. Per shape: FROM calibration_errors)\n")
+    assert err == f"fleetspend: {warehouse} has no report tables yet; run `make demo`\n"
 
 
 def test_every_readme_command_block_running_dagster_sets_its_home():
