@@ -542,6 +542,12 @@ def test_a_shape_only_in_the_held_out_half_still_has_a_baseline(catalog):
     lone_shape = result.errors.filter(pl.col("shape").str.starts_with("prefill batch 3 "))
     assert lone_shape["split"].to_list() == ["held_out"]
     assert result.errors["error_baseline"].null_count() == 0
+    # README's calibration_errors row said only "its shape's median in the fit half", which such
+    # a shape has none of: a reader could not tell what its error_baseline was measured against
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    (row,) = [line for line in readme if line.startswith("| `calibration_errors` |")]
+    assert ("a shape with no observation in the fit half is predicted by its metric's median in"
+            " the fit half") in row
 
 
 def test_candidates_rule_out_the_implausible_and_keep_a_plausible_one(catalog):
