@@ -56,8 +56,9 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   one step (an estimate: attention and MLP intermediates of the largest step; for Llama-3.1-8B
   at tp 1 it equals AIConfigurator's 2 * tokens * hidden * 11 B).
 - ridge point: effective FLOP/s / effective bandwidth, in FLOPs per byte. A decode step over a
-  batch of b sequences does ~(F_tok + F_seq) * b FLOPs for W(b) bytes of weights (see the
-  compute-bound batch below).
+  batch of b sequences does ~(F_tok + F_seq) * b FLOPs for W(b) bytes of weights, a mixture's
+  routed experts F_exp * b of them for W(b) - W_shared bytes (see the compute-bound batch
+  below).
 - memory: gpus.csv keeps the marketed `memory_gb` (decimal GB, for people) and `memory_gib`, the
   device memory the driver reports (nvidia-smi / rocm-smi total, in GiB = 2^30 bytes); capacity
   uses memory_gib. The two differ by up to 7%: an "80 GB" H100 has 79.65 GiB, a "48 GB" L40S
@@ -74,10 +75,13 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   qk_rope_head_dim = 128 + 64, v_dim = 128. Decode runs the absorbed form (attends over the
   512 + 64 latent, 2 * (2 * 512 + 64) FLOPs per head and pair) but decode is memory-bound, so the
   prefill form is the one whose FLOPs decide step times.
-- decode turns compute-bound at the smallest batch b with (F_tok + F_seq) * b / P_eff >=
-  W(b) / B_eff (a decode step's b tokens are b sequences, one LM-head row each), where W(b) is
-  the weight bytes a step of b tokens reads (for a mixture of experts W grows with b, as more
-  experts are touched), found by bisection; KV reads are left out (they push b further).
+- decode turns compute-bound at the smallest batch b whose GEMMs spend at least as long in
+  compute-bound kernels as in memory-bound ones (step.step_cost, the replay's rule; a decode
+  step's b tokens are b sequences, one LM-head row each), found by bisection; KV reads are left
+  out (they push b further). For a dense model that is where (F_tok + F_seq) * b / P_eff reaches
+  W / B_eff; for a mixture, whose routed experts are a kernel of their own, where F_exp * b /
+  P_eff reaches (W(b) - W_shared) / B_eff, the read of the experts a step of b tokens touches
+  (W grows with b, as more experts are touched), ~E / k times its shared layers' batch.
 - max-load throughput (`max_throughput_tok_s`): the replica admits a request only when the KV
   cache can hold its whole prompt + output (no eviction, as TensorRT-LLM's default
   GUARANTEED_NO_EVICT policy and a vLLM that never preempts), so B = min(max_seqs,

@@ -314,6 +314,29 @@ def test_moe_shared_layers_and_experts_are_separate_rooflines(catalog):
     assert compute_s == pytest.approx(step.gemm_seconds(shared_compute, shared_memory), rel=1e-12)
 
 
+def test_the_documents_state_the_moe_compute_bound_batches(catalog):
+    """docs/physics.md sections 1 and 3 give where a mixture's shared layers and its routed
+    experts turn compute-bound, the latter being decode_compute_bound_batch (section 3 had kept
+    the definition of one roofline over all the GEMMs, which put DeepSeek-V3's at 2,489)."""
+    physics = " ".join((Path(__file__).parents[2] / "docs" / "physics.md").read_text().split())
+    figures = []
+    for options in ({"model": "deepseek-v3", "gpu": "h200-sxm", "tp": 8, "weights": "fp8",
+                     "kv_cache": "fp8"},
+                    {"model": "mixtral-8x7b", "gpu": "h100-sxm", "tp": 2}):
+        d = catalog.build(**options)
+        coef = d.coefficients
+        shared_flops = (d.flops_per_token - coef[step.EXPERT_FLOPS_PER_TOKEN]
+                        + d.flops_per_sequence)   # a decode token is a sequence
+        shared = d.ridge_flops_per_byte * coef[step.SHARED_WEIGHT_BYTES] / shared_flops
+        figures.append((f"{d.decode_compute_bound_batch:,.0f}", f"{shared:,.0f}"))
+    (v3_experts, v3_shared), (mixtral_experts, mixtral_shared) = figures
+    assert f"DeepSeek-V3 on 8 × H200 fp8: {v3_shared} and {v3_experts} sequences" in physics
+    assert (f"(DeepSeek-V3 on 8 × H200 fp8: {v3_experts} sequences, its shared layers"
+            f" {v3_shared}; Mixtral-8x7B on 2 × H100: {mixtral_experts} and {mixtral_shared})"
+            in physics)
+    assert "the smallest b with (F_tok + F_seq) × b / P_eff ≥ W(b) / B_eff" not in physics
+
+
 def test_max_throughput_is_batched_and_bounded_by_kv(catalog):
     d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", max_seqs=2048)
     batch = d.max_concurrency(128, 2048)
