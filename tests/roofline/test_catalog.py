@@ -74,6 +74,25 @@ def test_b200_memory_bandwidth_is_the_hgx_b200_figure_its_source_gives(catalog):
     assert "7.7TB/s" in b200["source"]
 
 
+def test_the_documents_give_the_efficiency_factors_the_catalog_has(catalog):
+    """docs/physics.md's table of efficiency factors and data/reference/README.md's account of
+    the `current` rows give each family's compute and bandwidth efficiency as gpu_efficiency.csv
+    has them (the README had kept blackwell's 0.55 when the row became 0.571, the same
+    effective bandwidth against B200's corrected 7.7 TB/s)."""
+    root = catalog.directory.parents[1]
+    physics = (root / "docs" / "physics.md").read_text()
+    readme = " ".join((root / "data" / "reference" / "README.md").read_text().split())
+    for row in catalog.gpu_efficiency.iter_rows(named=True):
+        factors = f"{row['compute_efficiency']:g} | {row['bandwidth_efficiency']:g}"
+        assert re.search(rf"^\| {row['family']} \| {row['stack']} \| {factors} \|", physics,
+                         re.MULTILINE), (row["family"], row["stack"])
+    blackwell = catalog.gpu_efficiency.filter(
+        (pl.col("family") == "blackwell") & (pl.col("stack") == "current")).row(0, named=True)
+    compute, bandwidth = blackwell["compute_efficiency"], blackwell["bandwidth_efficiency"]
+    assert f"blackwell bandwidth efficiency {bandwidth:g} (ESTIMATE" in readme
+    assert f"blackwell {compute:.2f} / {bandwidth:g} from the TensorRT-LLM B200 FP4 rows" in readme
+
+
 def test_each_gpu_has_exactly_one_default_price(catalog):
     defaults = (
         catalog.gpus.select("gpu")
