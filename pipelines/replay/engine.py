@@ -58,11 +58,13 @@ simulator in tests/replay/reference.py, which must agree with this loop to 1e-9)
 - A sequence keeps its first admission time: if it is preempted before its first token, its
   second wait in the queue counts as prefill time (it was admitted once already).
 
-Cost attribution (DESIGN.md's rule, applied to each of the step's two kernels, which step.py
-times separately: the GEMMs, then the attention): a step's GPU-seconds (duration x GPUs per
-replica) are split among the sequences in it by their use of each kernel's bound resource.
-GEMMs: memory-bound (the weight read) -> equal shares; compute-bound -> by own FLOPs (own tokens
-through the blocks plus one row of the LM head).
+Cost attribution (DESIGN.md's rule, applied to each of the step's kernels, which step.py
+times separately: the shared GEMMs, a mixture's routed experts, then the attention): a step's
+GPU-seconds (duration x GPUs per replica) are split among the sequences in it by their use of
+each kernel's bound resource.
+GEMMs, each of the two kernels by its own bound: memory-bound (the weight read) -> equal shares;
+compute-bound -> by own FLOPs (the shared GEMMs: own tokens through them plus one row of the LM
+head; the routed experts: own tokens).
 Attention: memory-bound -> by own KV bytes (context read + tokens written); compute-bound -> by
 own attention pairs. The fixed part (per-step overhead, per-sequence overhead and all-reduce) is
 split equally. A sequence's GPU-seconds in a step count as prefill when it was prefilling, as
@@ -197,21 +199,24 @@ def _compute_bound_part(compute_s, memory_s):
 
 @njit(cache=True)
 def kernels(coef, tokens, sequences, pairs, kv_read, kv_written):
-    """(duration, gemm_s, gemm compute-bound?, attn_s, attention compute-bound?, fixed_s) of a
-    step of `tokens` tokens from `sequences` sequences, all from step_cost: the GEMMs alone are a
-    step with no attention work (pairs and KV zero), the attention is the rest of the core time,
-    and it is compute-bound when the compute-bound part of the core time holds more than the
-    GEMMs' compute-bound part (all of the GEMMs' time or none of it for a dense model; a
-    mixture's shared GEMMs and routed experts can be bound by different resources). The GEMMs
-    count as compute-bound when most of their time is."""
+    """(duration, shared_s, shared GEMMs compute-bound?, experts_s, routed experts
+    compute-bound?, attn_s, attention compute-bound?, fixed_s) of a step of `tokens` tokens from
+    `sequences` sequences, all from step_cost: the GEMMs alone are a step with no attention work
+    (pairs and KV zero), split into their two kernels as step_cost splits them
+    (step.gemm_kernels; experts_s is 0 for a dense model), each bound by its own resource (a
+    mixture's shared GEMMs turn compute-bound at ~k / E of the batch its experts do); the
+    attention is the rest of the core time, and it is compute-bound when the compute-bound part
+    of the core time holds more than the GEMMs' compute-bound part."""
     compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, sequences, pairs, kv_read,
                                                       kv_written)
     core = max(compute_s, memory_s)
     gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, sequences, 0.0, 0.0, 0.0)
     gemm_s = max(gemm_c, gemm_m)
-    gemm_bound = gemm_c >= gemm_m
     attn_bound = _compute_bound_part(compute_s, memory_s) - _compute_bound_part(gemm_c, gemm_m) > 0.0
-    return core + fixed_s, gemm_s, gemm_bound, core - gemm_s, attn_bound, fixed_s
+    shared_c, shared_m, expert_c, expert_m = roofline.gemm_kernels(coef, tokens, sequences)
+    return (core + fixed_s, roofline.gemm_seconds(shared_c, shared_m), shared_c >= shared_m,
+            roofline.gemm_seconds(expert_c, expert_m), expert_c >= expert_m, core - gemm_s,
+            attn_bound, fixed_s)
 
 
 # ---- runs of identical decode steps ----------------------------------------------------------
@@ -224,7 +229,7 @@ def _decode_step(coef, batch, padded, s0, k):
     """(duration, attention compute-bound?) of decode step k of a run: batch B (run as
     `padded`), contexts S_0 + k B."""
     ctx = s0 + k * batch
-    duration, _, _, _, attn_bound, _ = kernels(coef, padded, padded, ctx, ctx, batch)
+    duration, _, _, _, _, _, attn_bound, _ = kernels(coef, padded, padded, ctx, ctx, batch)
     return duration, attn_bound
 
 
@@ -536,16 +541,19 @@ def simulate(
             # to S_k + B, so sequence i's part is a_k / (S_k + B) * (ctx_i + k + 1)) or by own
             # pairs (compute-bound: a_k / S_k * ctx_i + k)), affine in k within each piece. Under
             # CUDA-graph padding the real sequences share the padding's GEMM and fixed time too.
-            _, gemm_s, gemm_bound, _, _, fixed = kernels(coef, padded, padded, s0, s0, batch)
-            per_seq = steps * (gemm_s + fixed) / batch          # same for every sequence
-            per_seq_compute = steps * gemm_s / batch if gemm_bound else 0.0
+            _, shared_s, shared_bound, experts_s, experts_bound, _, _, fixed = kernels(
+                coef, padded, padded, s0, s0, batch)
+            per_seq = steps * (shared_s + experts_s + fixed) / batch   # same for every sequence
+            per_seq_compute = steps * ((shared_s if shared_bound else 0.0)
+                                       + (experts_s if experts_bound else 0.0)) / batch
             m_rate, m_n, m_k = 0.0, 0.0, 0.0     # memory-bound attention: rate, steps, sum of k
             c_rate, c_n, c_k = 0.0, 0.0, 0.0     # compute-bound attention
             for k0, k1 in ((0, flip - 1), (flip, steps - 1)):
                 if k1 < k0:
                     continue
                 ctx0 = s0 + k0 * batch
-                _, _, _, attn0, attn_bound, _ = kernels(coef, padded, padded, ctx0, ctx0, batch)
+                _, _, _, _, _, attn0, attn_bound, _ = kernels(coef, padded, padded, ctx0, ctx0,
+                                                              batch)
                 n1 = float(k1 - k0 + 1)
                 if attn_bound:
                     c_rate, c_n, c_k = attn0 / ctx0, n1, (k0 + k1) * n1 / 2.0
@@ -798,30 +806,33 @@ def simulate(
             _tree_set(tree, leaves, busy_until, r)
             continue
 
-        duration, gemm_s, gemm_bound, attn_s, attn_bound, fixed_s = kernels(
-            coef, tokens, float(in_step), pairs, kv_read, kv_written)
-        # compute-bound GEMMs split by own FLOPs: each sequence's tokens through the blocks,
-        # plus its one row of the LM head
-        step_flops = roofline.gemm_flops(coef, tokens, float(in_step))
+        (duration, shared_s, shared_bound, experts_s, experts_bound, attn_s, attn_bound,
+         fixed_s) = kernels(coef, tokens, float(in_step), pairs, kv_read, kv_written)
+        # compute-bound GEMMs split by own FLOPs: the shared GEMMs by each sequence's tokens
+        # through them plus its one row of the LM head, the routed experts by its tokens
+        expert_flops = coef[roofline.EXPERT_FLOPS_PER_TOKEN]
+        step_flops = roofline.gemm_flops(coef, tokens, float(in_step)) - expert_flops * tokens
         for j in range(n_run[r]):
             i = running[r, j]
             c = chunk[i]
             if c == 0:
                 continue
             decoding = ctx[i] >= target[i]
-            own_flops = roofline.gemm_flops(coef, float(c), 1.0)
-            gemm = gemm_s * (own_flops / step_flops if gemm_bound else 1.0 / in_step)
+            own_flops = roofline.gemm_flops(coef, float(c), 1.0) - expert_flops * c
+            shared = shared_s * (own_flops / step_flops if shared_bound else 1.0 / in_step)
+            experts = experts_s * (c / tokens if experts_bound else 1.0 / in_step)
             if attn_bound:
                 own_pairs = ctx[i] if decoding else roofline.chunk_attn_pairs(float(ctx[i]), float(c))
                 attn = attn_s * own_pairs / pairs
             else:
                 attn = attn_s * (ctx[i] + c) / (kv_read + kv_written)
-            gpu_s = gemm + attn + fixed_s / in_step
+            gpu_s = shared + experts + attn + fixed_s / in_step
             if decoding:
                 decode_gpu[i] += gpu_s
             else:
                 prefill_gpu[i] += gpu_s
-            compute_gpu[i] += (gemm if gemm_bound else 0.0) + (attn if attn_bound else 0.0)
+            compute_gpu[i] += ((shared if shared_bound else 0.0) + (experts if experts_bound else 0.0)
+                               + (attn if attn_bound else 0.0))
 
         t1 = t + duration
         timeline = _grow(timeline, t1, bin_s)

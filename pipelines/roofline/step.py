@@ -160,6 +160,20 @@ def gemm_seconds(compute_s: float, memory_s: float) -> float:
 
 
 @njit(cache=True)
+def gemm_kernels(coef: np.ndarray, tokens: float,
+                 sequences: float) -> tuple[float, float, float, float]:
+    """(C_shared, M_shared, C_experts, M_experts) of a step's two GEMM kernels (module
+    docstring), each a roofline of its own: step_cost's GEMM time, and the replay's attribution of
+    each kernel's time by its own bound (pipelines/replay/engine.py). The experts' pair is 0 for
+    a dense model."""
+    expert_compute = coef[EXPERT_FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
+    shared_compute = gemm_flops(coef, tokens, sequences) / coef[EFFECTIVE_FLOPS] - expert_compute
+    shared_memory = coef[SHARED_WEIGHT_BYTES] / coef[EFFECTIVE_BANDWIDTH]
+    expert_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH] - shared_memory
+    return shared_compute, shared_memory, expert_compute, expert_memory
+
+
+@njit(cache=True)
 def step_cost(
     coef: np.ndarray, tokens: float, sequences: float, attn_pairs: float, kv_read: float,
     kv_written: float
@@ -172,10 +186,8 @@ def step_cost(
     soft-max_n(C_experts, M_experts) + max(C_attn, M_attn). The larger of the returned pair is
     that core time; the smaller is the part of it spent in kernels bound by the other resource,
     so `compute_s >= memory_s` says most of the step's time is compute-bound."""
-    expert_compute = coef[EXPERT_FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
-    shared_compute = gemm_flops(coef, tokens, sequences) / coef[EFFECTIVE_FLOPS] - expert_compute
-    shared_memory = coef[SHARED_WEIGHT_BYTES] / coef[EFFECTIVE_BANDWIDTH]
-    expert_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH] - shared_memory
+    shared_compute, shared_memory, expert_compute, expert_memory = gemm_kernels(coef, tokens,
+                                                                                sequences)
     shared_gemm = gemm_seconds(shared_compute, shared_memory)
     expert_gemm = gemm_seconds(expert_compute, expert_memory)   # 0 for a dense model
     attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]

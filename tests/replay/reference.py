@@ -224,8 +224,8 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         tokens = float(sum(s.chunk for s in r.in_step))
         all_pairs = sum(pairs(s) for s in r.in_step)
         kv_read = float(sum(s.ctx for s in r.in_step))
-        # The step's two kernels, as step_cost defines them (engine.kernels): the GEMMs, then
-        # the attention, each with its own bound.
+        # The step's kernels, as step_cost defines them (engine.kernels): the shared GEMMs, a
+        # mixture's routed experts, then the attention, each with its own bound.
         batch = len(r.in_step)
         # a decode-only step (every running sequence decoding) runs as a CUDA graph of the
         # smallest captured size >= batch: GEMMs and fixed costs over the padding too
@@ -234,24 +234,33 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
                 np.asarray(graph_sizes, dtype=np.int64), float(batch))
         else:
             gemm_tokens, gemm_sequences = tokens, float(batch)
-        duration, gemm_s, gemm_compute_bound, attn_s, attn_compute_bound, fixed_s = engine.kernels(
-            coef, gemm_tokens, gemm_sequences, all_pairs, kv_read, tokens)
-        step_flops = roofline.gemm_flops(coef, tokens, float(batch))
+        (duration, shared_s, shared_compute_bound, experts_s, experts_compute_bound, attn_s,
+         attn_compute_bound, fixed_s) = engine.kernels(coef, gemm_tokens, gemm_sequences,
+                                                       all_pairs, kv_read, tokens)
+        expert_flops = coef[roofline.EXPERT_FLOPS_PER_TOKEN]
+        step_flops = roofline.gemm_flops(coef, tokens, float(batch)) - expert_flops * tokens
         for s in r.in_step:
-            if gemm_compute_bound:   # by own FLOPs: the blocks per token, the head per sequence
-                gemm = gemm_s * roofline.gemm_flops(coef, float(s.chunk), 1.0) / step_flops
+            if shared_compute_bound:   # by own FLOPs: the blocks per token, the head per sequence
+                own = roofline.gemm_flops(coef, float(s.chunk), 1.0) - expert_flops * s.chunk
+                shared = shared_s * own / step_flops
             else:
-                gemm = gemm_s / batch                         # the weight read, shared equally
+                shared = shared_s / batch                     # the weight read, shared equally
+            if experts_compute_bound:   # by own FLOPs: the routed experts' per token
+                experts = experts_s * s.chunk / tokens
+            else:
+                experts = experts_s / batch
             if attn_compute_bound:
                 attn = attn_s * pairs(s) / all_pairs          # by own attention pairs
             else:
                 attn = attn_s * (s.ctx + s.chunk) / (kv_read + tokens)   # by own KV bytes
-            gpu = gemm + attn + fixed_s / batch
+            gpu = shared + experts + attn + fixed_s / batch
             if s.decoding:
                 s.decode_gpu += gpu
             else:
                 s.prefill_gpu += gpu
-            s.compute_gpu += (gemm if gemm_compute_bound else 0.0) + (attn if attn_compute_bound else 0.0)
+            s.compute_gpu += ((shared if shared_compute_bound else 0.0)
+                              + (experts if experts_compute_bound else 0.0)
+                              + (attn if attn_compute_bound else 0.0))
         r.step_end = t + duration
         # the KV tokens held: each sequence's own, and each prefix-cache entry in use once
         log.append((r.index, t, r.step_end, batch,

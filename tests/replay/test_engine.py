@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 from pipelines.formats import read_azure_csv
 from pipelines.replay import ReplayError, by_trace, engine, replay, replay_fleet, replay_traces
 from pipelines.replay.api import _prefix_hashes
-from pipelines.roofline import load_catalog
+from pipelines.roofline import load_catalog, step
 
 ROOT = Path(__file__).resolve().parents[2]
 CONV = ROOT / "data" / "samples" / "AzureLLMInferenceTrace_conv.csv"
@@ -313,6 +313,33 @@ def test_a_request_is_bound_by_the_resource_of_most_of_its_gpu_seconds(seed):
     share = stages["compute_gpu_s"] / stages["gpu_s"]
     assert 0.5 < share[0] < 0.95 and share[1] < 0.5
     assert stages["bound"].to_list() == ["compute", "memory"]
+
+
+def test_a_mixture_s_compute_gpu_seconds_are_its_compute_bound_kernels(catalog):
+    """400 identical requests on Mixtral-8x7B (2 x H100) arriving together: one prefill step,
+    then decode steps of 400 sequences, whose shared GEMMs are compute-bound and routed experts
+    memory-bound (docs/physics.md section 1). Each request's times and GPU-seconds are the steps
+    summed by hand, and its compute_gpu_s the step's compute-bound part (step_cost) of them all,
+    the shared GEMMs' time included, not the GEMMs counted all or nothing by their majority."""
+    d = catalog.build(model="mixtral-8x7b", gpu="h100-sxm", tp=2, max_seqs=512,
+                      max_batched_tokens=16384)
+    n, prompt, output = 400, 20, 300
+    coef = d.coefficients
+
+    def compute_bound_part(*args):
+        compute_s, memory_s, _ = step.step_cost(coef, *args)
+        return compute_s - memory_s if compute_s >= memory_s else compute_s
+
+    steps = [(n * prompt, n, n * step.chunk_attn_pairs(0.0, prompt), 0, n * prompt)]
+    steps += [(n, n, n * (prompt + k), n * (prompt + k), n) for k in range(output - 1)]
+    stages = replay(_requests([0.0] * n, [prompt] * n, [output] * n), d)
+    total = d.prefill_batch_s(n, prompt) + sum(d.decode_step_s(n, n * (prompt + k))
+                                               for k in range(output - 1))
+    assert stages["finished_s"].to_numpy() == pytest.approx(np.full(n, total), rel=1e-12)
+    assert stages["gpu_s"].to_numpy() == pytest.approx(np.full(n, total * d.tp / n), rel=1e-9)
+    compute = sum(compute_bound_part(*s) for s in steps) * d.tp / n
+    assert stages["compute_gpu_s"].to_numpy() == pytest.approx(np.full(n, compute), rel=1e-9)
+    assert 0.05 < compute / stages["gpu_s"][0] < 0.1
 
 
 @pytest.mark.parametrize(
