@@ -88,7 +88,8 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   kv_capacity // (prompt + output)) requests run together. In steady state each of them costs one
   prefill (its prompt tokens packed into steps of max_batched_tokens tokens), whose last step
   emits its first token, and output - 1 decode steps over the batch, for tokens 2..output (as
-  prefill_s and the replay count them); output tokens/s = B * output / (prefill time of B
+  prefill_s and the replay count them), step j reading a context of the prompt + j - 1 tokens
+  already cached and writing token j's KV; output tokens/s = B * output / (prefill time of B
   prompts + sum over those decode steps of decode_step_s(B, B * context)).
 """
 
@@ -544,12 +545,13 @@ class Deployment:
                                                       pairs_per_step, 0.0, per_step)
         seconds = steps * (max(compute_s, memory_s) + fixed_s)
         # decode: the prefill emitted each request's first token; output - 1 steps over the whole
-        # batch make the rest, step j (1..output - 1) over a context of prompt + j tokens,
-        # summed at the midpoints of up to 16 equal runs of steps
+        # batch make the rest, step j (1..output - 1) reading the prompt + j - 1 tokens whose KV
+        # is cached and writing token j's (the replay's decode), summed at the midpoints of up to
+        # 16 equal runs of steps
         decode_steps = output_tokens - 1
         samples = min(decode_steps, 16)
         for i in range(samples):
-            context = prompt_tokens + 0.5 + (i + 0.5) * decode_steps / samples
+            context = prompt_tokens - 0.5 + (i + 0.5) * decode_steps / samples
             seconds += decode_steps / samples * self.decode_step_s(batch, int(batch * context))
         return batch * output_tokens / seconds
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 import pytest
 
+from pipelines.replay import replay
 from pipelines.roofline import CatalogError, load_catalog
 from pipelines.roofline import step
 from pipelines.roofline.catalog import valid_tensor_parallel
@@ -351,13 +353,20 @@ def test_max_throughput_is_batched_and_bounded_by_kv(catalog):
 
 def test_max_throughput_decodes_output_minus_one_steps(catalog):
     """The last prefill step emits each request's first token (prefill_s, the replay), so a
-    request of `output` tokens takes output - 1 decode steps, step j over prompt + j tokens:
-    with two output tokens a generation is the batch's prefill and one decode step."""
+    request of `output` tokens takes output - 1 decode steps, step j reading the prompt + j - 1
+    tokens already cached, as the replay's decode does: with two output tokens a generation is
+    the batch's prefill and one decode step over the prompts (it read prompt + 1 per sequence
+    until 2026-12-02, one token more than the replay)."""
     d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="fp8", max_seqs=64,
                       max_batched_tokens=64 * 128)
     prefill = d.prefill_batch_s(64, 128)  # one step of 64 prompts of 128 tokens
-    decode = d.decode_step_s(64, 64 * 129)
-    assert d.max_throughput_tok_s(128, 2) == pytest.approx(64 * 2 / (prefill + decode))
+    decode = d.decode_step_s(64, 64 * 128)
+    assert d.max_throughput_tok_s(128, 2) == pytest.approx(64 * 2 / (prefill + decode),
+                                                           rel=1e-12)
+    # the replay's one decode step of a lone 128 + 2 request is the same step over one sequence
+    lone = replay(pl.DataFrame({"arrival_s": [0.0], "prompt_tokens": [128], "output_tokens": [2]}),
+                  d)
+    assert lone["decode_s"][0] == pytest.approx(d.decode_step_s(1, 128), rel=1e-12)
     # with a single output token there is no decode step at all
     assert d.max_throughput_tok_s(128, 1) == pytest.approx(64 / prefill)
 
