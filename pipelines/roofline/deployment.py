@@ -84,8 +84,9 @@ Sizing formulas (per GPU of a tensor-parallel group of `tp` GPUs):
   (W grows with b, as more experts are touched), ~E / k times its shared layers' batch.
 - max-load throughput (`max_throughput_tok_s`): the replica admits a request only when the KV
   cache can hold its whole prompt + output (no eviction, as TensorRT-LLM's default
-  GUARANTEED_NO_EVICT policy and a vLLM that never preempts), so B = min(max_seqs,
-  kv_capacity // (prompt + output)) requests run together. In steady state each of them costs one
+  GUARANTEED_NO_EVICT policy and a vLLM that never preempts), so B = min(max_seqs, KV blocks //
+  blocks of prompt + output - 1 tokens) requests run together (max_concurrency, as the replay
+  reserves a sequence with kv_reservation "full"). In steady state each of them costs one
   prefill (its prompt tokens packed into steps of max_batched_tokens tokens), whose last step
   emits its first token, and output - 1 decode steps over the batch, for tokens 2..output (as
   prefill_s and the replay count them), step j reading a context of the prompt + j - 1 tokens
@@ -514,10 +515,15 @@ class Deployment:
 
     def max_concurrency(self, prompt_tokens: int, output_tokens: int) -> int:
         """Requests of this shape that run together at full load: the KV cache must hold each
-        one's prompt + output, and the scheduler caps the count at max_seqs."""
+        one's whole sequence, and the scheduler caps the count at max_seqs. A sequence holds the
+        KV of prompt + output - 1 tokens (the last token's is never written) in whole blocks, as
+        the replay reserves it with kv_reservation "full": counted in tokens, a 500 + 2,000
+        request would take 2,500 where it holds 157 blocks of 16, 2,512."""
         prompt_tokens = whole_number("prompt_tokens", prompt_tokens, 1)
         output_tokens = whole_number("output_tokens", output_tokens, 1)
-        fits = self.kv_capacity_tokens // (prompt_tokens + output_tokens)
+        block = self.scheduler.kv_block_tokens
+        per_request = -(-(prompt_tokens + output_tokens - 1) // block)
+        fits = self.kv_capacity_tokens // block // per_request
         return int(min(self.scheduler.max_seqs, fits))
 
     def max_throughput_tok_s(self, prompt_tokens: int, output_tokens: int) -> float:

@@ -351,6 +351,17 @@ def test_max_throughput_is_batched_and_bounded_by_kv(catalog):
     assert capped.max_concurrency(128, 128) == 8
 
 
+def test_max_concurrency_is_what_the_replay_admits_at_once(catalog):
+    """The formula's batch is the replay's with the whole sequence reserved (kv_reservation
+    "full"): prompt + output - 1 tokens a sequence, in whole KV blocks. On one L4 (37,648 tokens,
+    2,353 blocks) a 500 + 2,000 request holds 157 blocks, so 14 run together; counted as 2,500
+    tokens it was 15, one the replay never admits."""
+    d = catalog.build(model="llama-3.1-8b", gpu="l4", kv_reservation="full")
+    burst = replay(pl.DataFrame({"arrival_s": [0.0] * 20, "prompt_tokens": [500] * 20,
+                                 "output_tokens": [2000] * 20}), d)
+    assert d.max_concurrency(500, 2000) == (burst["admitted_s"] == 0.0).sum() == 14
+
+
 def test_max_throughput_decodes_output_minus_one_steps(catalog):
     """The last prefill step emits each request's first token (prefill_s, the replay), so a
     request of `output` tokens takes output - 1 decode steps, step j reading the prompt + j - 1
