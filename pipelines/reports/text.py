@@ -384,7 +384,7 @@ def with_baseline_row(scenarios: pl.DataFrame) -> pl.DataFrame:
 HEADLINE_COLUMNS = {
     "stage_breakdown": ("shape", "stage", "pct_spend"),
     "shape_spend": ("rank", "cum_pct_spend", "shape", "pct_spend", "cost_stage", "cost_lever"),
-    "fleet_summary": ("trace", "idle_share", "spend_usd", "span_s"),
+    "fleet_summary": ("trace", "idle_usd", "spend_usd", "span_s"),
     "what_if": ("shape", "scenario", "change", "delta_usd", "delta_usd_per_day", "baseline_usd_per_day",
                 "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s",
                 "baseline_p95_ttft_s", "p95_ttft_s", "delta_fleet_usd_per_day", "requests",
@@ -417,8 +417,11 @@ def headline_facts(t: ReportTables) -> list[Fact]:
              f"led by '{first['shape']}' ({_pct(first['pct_spend'])}%, most of its dollars in "
              f"{first['cost_stage']}: {first['cost_lever']})",
              f"shape_spend: rank = {top3['rank']}, cum_pct_spend; rank = 1, pct_spend, cost_stage, cost_lever"),
-        Fact(f"idle GPUs are {_pct(100 * fleet['idle_share'])}% of the ${_usd(fleet['spend_usd'])} the fleet cost",
-             "fleet_summary: trace = 'all', idle_share, spend_usd"),
+        # a share of the dollars it names: idle_share is of GPU time, which on a fleet of
+        # deployments at several prices is not the idle dollars' share
+        Fact(f"idle GPUs are {_pct(100 * fleet['idle_usd'] / fleet['spend_usd'])}% of the"
+             f" ${_usd(fleet['spend_usd'])} the fleet cost",
+             "fleet_summary: trace = 'all', idle_usd, spend_usd"),
     ]
     best = best_scenario(t.what_if)
     if best is not None:

@@ -187,7 +187,7 @@ def test_headline_numbers_come_from_the_tables(demo_run, demo_conn):
     facts = headline_facts(tables)
     decode = scalar(demo_conn, "SELECT pct_spend FROM stage_breakdown WHERE shape = 'all' AND stage = 'decode'")
     top3 = scalar(demo_conn, "SELECT cum_pct_spend FROM shape_spend WHERE rank = 3")
-    idle = scalar(demo_conn, "SELECT idle_share FROM fleet_summary WHERE trace = 'all'")
+    idle = scalar(demo_conn, "SELECT idle_usd / spend_usd FROM fleet_summary WHERE trace = 'all'")
     assert facts[0].text.startswith(f"Decode owns {decode:.0f}%")
     assert f"are {top3:.0f}% of it" in facts[1].text
     assert f"idle GPUs are {100 * idle:.0f}%" in facts[2].text

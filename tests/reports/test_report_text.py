@@ -94,7 +94,8 @@ def _tables(what_if: pl.DataFrame, **first_shape) -> ReportTables:
              "lever": "batching", "cost_lever": "batching"}
     return ReportTables(
         fleet_summary=pl.DataFrame({"trace": ["t", "all"], "idle_share": [0.3, 0.3],
-                                    "spend_usd": [100.0, 100.0], "span_s": [3600.0, 3600.0]}),
+                                    "idle_usd": [30.0, 30.0], "spend_usd": [100.0, 100.0],
+                                    "span_s": [3600.0, 3600.0]}),
         shape_spend=pl.DataFrame([shape, other]),
         stage_breakdown=pl.DataFrame({"shape": ["all"], "stage": ["decode"], "pct_spend": [80.0]}),
         what_if=what_if, chargeback=pl.DataFrame(), fleet_timeline_minute=pl.DataFrame(),
@@ -459,7 +460,7 @@ def _report_tables(what_if: pl.DataFrame) -> ReportTables:
     summary line and the stage rows."""
     t = _tables(what_if)
     fleet = _summary(0.0123, 0.0456).with_columns(trace=pl.lit("all"), spend_usd=pl.lit(100.0),
-                                                  idle_share=pl.lit(0.3))
+                                                  idle_share=pl.lit(0.3), idle_usd=pl.lit(30.0))
     stages = t.stage_breakdown.with_columns(stage_order=pl.lit(3))
     return ReportTables(fleet_summary=fleet, shape_spend=t.shape_spend, stage_breakdown=stages,
                         what_if=what_if, chargeback=t.chargeback,
@@ -712,7 +713,7 @@ def test_a_share_that_is_not_all_or_nothing_never_reads_100_or_0_percent():
     prefill and decode dollars it splits; a share that is exactly 100 or 0 still reads so."""
     tables = _tables(_what_if(-8.0, 0.0))
     week = dataclasses.replace(tables, fleet_summary=tables.fleet_summary.with_columns(
-        idle_share=pl.lit(1 - 0.00268 / 216.72)))
+        idle_share=pl.lit(1 - 0.00268 / 216.72), idle_usd=pl.lit(100 * (1 - 0.00268 / 216.72))))
     assert "idle GPUs are 99.999% of the $100.00 the fleet cost" in headline(week)
     [line] = summary_lines(_summary(0.0123, 0.0456).with_columns(idle_share=pl.lit(1 - 0.00268 / 216.72)))
     assert "(idle 99.999% = $0.50;" in line
@@ -722,3 +723,23 @@ def test_a_share_that_is_not_all_or_nothing_never_reads_100_or_0_percent():
     assert headline(tables).startswith("Decode owns 80% of attributed GPU spend; all 2 request"
                                        " shapes are 100% of it, led by 'long prompt / one-line"
                                        " answer' (60%,")
+
+
+def test_the_headlines_idle_share_is_of_the_dollars_it_names():
+    """"idle GPUs are 45% of the $76.70 the fleet cost" on a fleet of three deployments at
+    $6.00-6.305 per GPU-hour: 45% was fleet_summary.idle_share, a share of GPU time, while the
+    idle dollars were $35.04 of the $76.70, 46%. Where the idle GPUs are the dearer ones (8 x
+    H200 idling beside busy A100s) the two part further: 48% of the GPU time, 59% of the dollars.
+    The sentence says a share of dollars, so it takes idle_usd / spend_usd."""
+    tables = _tables(_what_if(-8.0, 0.0))
+
+    def said(idle_share, idle_usd, spend_usd):
+        fleet = tables.fleet_summary.with_columns(idle_share=pl.lit(idle_share),
+                                                  idle_usd=pl.lit(idle_usd),
+                                                  spend_usd=pl.lit(spend_usd))
+        return headline(dataclasses.replace(tables, fleet_summary=fleet))
+
+    assert "idle GPUs are 46% of the $76.70 the fleet cost" in said(0.4521, 35.04, 76.70)
+    assert "idle GPUs are 59% of the $58.70 the fleet cost" in said(0.479, 34.83, 58.70)
+    [*_, fact, _] = headline_facts(tables)
+    assert fact.source == "fleet_summary: trace = 'all', idle_usd, spend_usd"
