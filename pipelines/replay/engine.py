@@ -66,8 +66,10 @@ GEMMs, each of the two kernels by its own bound: memory-bound (the weight read) 
 compute-bound -> by own FLOPs (the shared GEMMs: own tokens through them plus one row of the LM
 head; the routed experts: own tokens).
 Attention: memory-bound -> by own KV bytes (context read + tokens written); compute-bound -> by
-own attention pairs. The fixed part (per-step overhead, per-sequence overhead and all-reduce) is
-split equally. A sequence's GPU-seconds in a step count as prefill when it was prefilling, as
+own attention pairs. The fixed part (per-step and per-sequence overhead, the all-reduce's
+latency) is split equally; the all-reduce's traffic, which grows with the step's tokens
+(step.allreduce_traffic_s), by own tokens, so that a decode beside a long prefill chunk does not
+pay for the chunk's activations. A sequence's GPU-seconds in a step count as prefill when it was prefilling, as
 decode otherwise; its `compute_gpu_s` are those of compute-bound kernels. Time a replica runs no step is idle.
 
 Fleet timeline, per replica and time bin: [0] seconds a step was running (busy); time-integrals
@@ -536,7 +538,8 @@ def simulate(
             s0 = run_s0[r]
             kv0 = s0 - run_twice[r]   # the KV tokens held at the run's start
             flip = run_flip[r]
-            # Per step: the GEMM time and the fixed time, the same every step, split equally;
+            # Per step: the GEMM time and the fixed time, the same every step, split equally
+            # (every sequence decodes one token, so the all-reduce's traffic too);
             # the attention time a_k splits by own KV bytes (memory-bound: a_k is proportional
             # to S_k + B, so sequence i's part is a_k / (S_k + B) * (ctx_i + k + 1)) or by own
             # pairs (compute-bound: a_k / S_k * ctx_i + k)), affine in k within each piece. Under
@@ -812,6 +815,9 @@ def simulate(
         # through them plus its one row of the LM head, the routed experts by its tokens
         expert_flops = coef[roofline.EXPERT_FLOPS_PER_TOKEN]
         step_flops = roofline.gemm_flops(coef, tokens, float(in_step)) - expert_flops * tokens
+        # the all-reduce's traffic by own tokens, the rest of the fixed time equally
+        traffic_s = roofline.allreduce_traffic_s(coef, tokens)
+        fixed_each = (fixed_s - traffic_s) / in_step
         for j in range(n_run[r]):
             i = running[r, j]
             c = chunk[i]
@@ -826,7 +832,7 @@ def simulate(
                 attn = attn_s * own_pairs / pairs
             else:
                 attn = attn_s * (ctx[i] + c) / (kv_read + kv_written)
-            gpu_s = shared + experts + attn + fixed_s / in_step
+            gpu_s = shared + experts + attn + fixed_each + traffic_s * c / tokens
             if decoding:
                 decode_gpu[i] += gpu_s
             else:

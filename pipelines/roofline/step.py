@@ -174,6 +174,17 @@ def gemm_kernels(coef: np.ndarray, tokens: float,
 
 
 @njit(cache=True)
+def allreduce_traffic_s(coef: np.ndarray, tokens: float) -> float:
+    """Seconds the step's all-reduces spend sending its tokens' activations over the link
+    (tokens * A_bytes / B_link; 0 at tp = 1, where A_bytes is 0): the part of the fixed time
+    that grows with the step's tokens, which the replay charges each sequence by its own
+    tokens, not equally (pipelines/replay/engine.py, cost attribution)."""
+    if coef[ALLREDUCE_BYTES_PER_TOKEN] <= 0.0:
+        return 0.0
+    return tokens * coef[ALLREDUCE_BYTES_PER_TOKEN] / coef[LINK_BANDWIDTH]
+
+
+@njit(cache=True)
 def step_cost(
     coef: np.ndarray, tokens: float, sequences: float, attn_pairs: float, kv_read: float,
     kv_written: float
@@ -203,9 +214,7 @@ def step_cost(
     memory_bound_part = core - compute_bound_part
     fixed_s = coef[STEP_OVERHEAD_S] + sequences * coef[SEQUENCE_OVERHEAD_S]
     if coef[ALLREDUCE_BYTES_PER_TOKEN] > 0.0:   # tp > 1, whatever the latency (which may be 0)
-        fixed_s += coef[ALLREDUCE_LATENCY_S] + tokens * coef[ALLREDUCE_BYTES_PER_TOKEN] / coef[
-            LINK_BANDWIDTH
-        ]
+        fixed_s += coef[ALLREDUCE_LATENCY_S] + allreduce_traffic_s(coef, tokens)
     if compute_bound_part >= memory_bound_part:
         return core, memory_bound_part, fixed_s
     return compute_bound_part, core, fixed_s

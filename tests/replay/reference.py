@@ -253,7 +253,9 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
                 attn = attn_s * pairs(s) / all_pairs          # by own attention pairs
             else:
                 attn = attn_s * (s.ctx + s.chunk) / (kv_read + tokens)   # by own KV bytes
-            gpu = shared + experts + attn + fixed_s / batch
+            # the all-reduce's traffic (over the padding too) by own tokens, the rest equally
+            traffic = roofline.allreduce_traffic_s(coef, gemm_tokens)
+            gpu = shared + experts + attn + (fixed_s - traffic) / batch + traffic * s.chunk / tokens
             if s.decoding:
                 s.decode_gpu += gpu
             else:

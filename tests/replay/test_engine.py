@@ -599,3 +599,31 @@ def test_decode_steps_under_cuda_graph_padding_run_at_the_captured_batch(catalog
     # padding's FLOPs, all-reduce and sampling do
     assert (p["decode_s"] > s["decode_s"]).all()
     assert float(p["gpu_s"].sum()) > float(s["gpu_s"].sum())
+
+
+def test_the_allreduce_traffic_of_a_step_is_charged_by_own_tokens(catalog):
+    """Two prompts prefilled in one step on 4 x H100 (tp 4): a 1-token prompt and a 4,000-token
+    one, each done at its first token. The step's GEMMs are compute-bound (4,001 tokens), so
+    split by own FLOPs (tokens through the blocks, one LM-head row each); its attention by own
+    pairs or KV bytes; the step and per-sequence overheads and the all-reduce's latency equally;
+    the all-reduce's traffic, tokens x A_bytes / B_link, by own tokens (engine docstring), not
+    equally: the short prompt does not pay for the long one's activations."""
+    d = dataclasses.replace(catalog.deployment("azure-2023-70b-h100"), replicas=1)
+    coef = d.coefficients
+    s = replay_fleet(_requests([0.0, 0.0], [1, 4000], [1, 1]), d).stages.sort("prompt_tokens")
+    assert s["first_token_s"][0] == s["first_token_s"][1]   # one step
+    tokens = 4001.0
+    (duration, shared_s, shared_c, experts_s, _, attn_s, attn_c, fixed_s) = engine.kernels(
+        coef, tokens, 2.0, step.chunk_attn_pairs(0.0, 1.0) + step.chunk_attn_pairs(0.0, 4000.0),
+        0.0, tokens)
+    assert shared_c and experts_s == 0.0
+    traffic = step.allreduce_traffic_s(coef, tokens)
+    assert 0.0 < traffic < fixed_s
+    short_pairs, long_pairs = step.chunk_attn_pairs(0.0, 1.0), step.chunk_attn_pairs(0.0, 4000.0)
+    attn_short = attn_s * (short_pairs / (short_pairs + long_pairs) if attn_c else 1.0 / tokens)
+    gemm_short = shared_s * step.gemm_flops(coef, 1.0, 1.0) / step.gemm_flops(coef, tokens, 2.0)
+    expected = (gemm_short + attn_short + (fixed_s - traffic) / 2.0 + traffic / tokens) * 4
+    assert s["prefill_gpu_s"][0] == pytest.approx(expected, rel=1e-9)
+    assert s["prefill_gpu_s"].sum() == pytest.approx(duration * 4, rel=1e-12)
+    # the equal split it replaced would have charged the short prompt half the traffic
+    assert s["prefill_gpu_s"][0] < expected + (traffic / 2.0 - traffic / tokens) * 4 * 0.9
