@@ -307,7 +307,9 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
 
 STAGES_NOTE = ("Dominant stage: the stage holding most of the shape's latency. Cost stage: prefill or "
                "decode, whichever holds more of its dollars. ")
-BOUND_NOTE = "Bound: the resource (compute or memory) that limited most of its GPU-seconds. "
+BOUND_NOTE = ("Bound: compute where compute-bound kernels hold at least half its GPU-seconds, "
+              "else memory (memory-bound kernels, and the fixed step, launch and all-reduce "
+              "overheads, which bind neither). ")
 SPEND_NOTE = "Spend is attributed (busy) GPU time; idle GPU time is in the fleet totals above."
 SHAPES_NOTE = STAGES_NOTE + BOUND_NOTE + SPEND_NOTE
 WHAT_IF_NOTE = ("Each scenario (a row of the catalog's `scenarios.csv`) is a full replay of the requests the "
