@@ -401,6 +401,12 @@ def replay_fleet(
                         deployment.network)
 
 
+# Relative distance from a whole bin within which a bin's summed busy time is the whole bin:
+# far above the rounding of summing a bin's steps (~1e-16 each) and far below any step (60 ns of
+# a minute's bin, where a step takes microseconds at least).
+BUSY_SNAP = 1e-9
+
+
 def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float) -> pl.DataFrame:
     """Per replica and bin within [0, span): busy share, means over the bin, idle GPU-seconds.
 
@@ -411,6 +417,10 @@ def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float
     busy, batch, kv, queue, running = (timeline[k, :, :bins].ravel() for k in range(5))
     start = np.tile(np.arange(bins) * bin_s, replicas)
     covered = np.minimum(start + bin_s, span) - start
+    # A bin busy from end to end sums thousands of step pieces, so its busy time lands a few
+    # ulps either side of the bin (a fleet busy all the time read "idle 0.0% = $0.0000000000000024"
+    # and a busy share of 1.0000000000000007); within BUSY_SNAP of the bin it is the bin.
+    busy = np.where(np.abs(covered - busy) <= BUSY_SNAP * covered, covered, busy)
     return pl.DataFrame({
         "replica": np.repeat(np.arange(replicas, dtype=np.int32), bins),
         "bin_start_s": start,

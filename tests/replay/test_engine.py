@@ -15,7 +15,7 @@ from polars.testing import assert_frame_equal
 
 from pipelines.formats import read_azure_csv
 from pipelines.replay import ReplayError, by_trace, engine, replay, replay_fleet, replay_traces
-from pipelines.replay.api import _prefix_hashes
+from pipelines.replay.api import _prefix_hashes, _timeline_frame
 from pipelines.roofline import load_catalog, step
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -627,3 +627,16 @@ def test_the_allreduce_traffic_of_a_step_is_charged_by_own_tokens(catalog):
     assert s["prefill_gpu_s"].sum() == pytest.approx(duration * 4, rel=1e-12)
     # the equal split it replaced would have charged the short prompt half the traffic
     assert s["prefill_gpu_s"][0] < expected + (traffic / 2.0 - traffic / tokens) * 4 * 0.9
+
+
+def test_a_bin_busy_from_end_to_end_has_no_idle_residue():
+    """A bin's busy time is summed from its steps' pieces and lands a few ulps either side of the
+    bin; a fleet busy all the time read "idle 0.0% = $0.0000000000000024" and a busy share of
+    1.0000000000000007. Within BUSY_SNAP of the bin it is the bin; a real gap (a microsecond) is
+    kept."""
+    timeline = np.zeros((5, 1, 3))
+    timeline[0, 0] = [60.0 * (1 - 3e-16), 60.0 * (1 + 2e-16), 60.0 - 1e-6]
+    frame = _timeline_frame(timeline, 60.0, 180.0, 8.0)
+    assert frame["idle_gpu_s"].to_list() == [0.0, 0.0, pytest.approx(8e-6)]
+    assert frame["busy_share"].to_list()[:2] == [1.0, 1.0]
+    assert (frame["busy_gpu_s"] + frame["idle_gpu_s"]).to_list() == [480.0, 480.0, 480.0]
