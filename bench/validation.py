@@ -6,8 +6,9 @@
 Reads bench/validation/published_measurements.csv (one row per measurement, with its source URL)
 and prints the median and worst absolute error per metric; --rows also prints every row,
 --sources the same summary per source and metric. Then the KV-cache sizing against the measured
-capacities of bench/validation/trtllm_kv_capacity.csv. --table PATH validates another table of
-the same columns instead (your own measurements, say); the KV-cache check is then left out.
+capacities of bench/validation/trtllm_kv_capacity.csv and against the KV pools vLLM sized in the
+startup logs of bench/validation/vllm_kv_capacity.csv. --table PATH validates another table of
+the same columns instead (your own measurements, say); the KV-cache checks are then left out.
 
 --steps compares instead the steps bench/device/step_timing.py timed on one GPU (default
 h200-sxm) with the step formula's kernels: every case, and the median error per shape and mode.
@@ -27,10 +28,12 @@ from pipelines.roofline.validation import (
     validate,
     validate_kv_capacity,
     validate_step_timings,
+    validate_vllm_kv_capacity,
 )
 
 TABLE = Path(__file__).resolve().parent / "validation" / "published_measurements.csv"
 KV_CAPACITY = Path(__file__).resolve().parent / "validation" / "trtllm_kv_capacity.csv"
+VLLM_KV_CAPACITY = KV_CAPACITY.with_name("vllm_kv_capacity.csv")
 
 
 def print_step_timings(catalog, path: str, gpu: str) -> None:
@@ -89,6 +92,14 @@ def main(argv: list[str]) -> None:
     if "--rows" in argv:
         print(sizing.select("model", "gpu", "tp", "prompt_tokens", "output_tokens",
                             "kv_memory_fraction", "max_sequences", "predicted",
+                            pl.col("error").round(3)))
+    logged = validate_vllm_kv_capacity(catalog, pl.read_csv(VLLM_KV_CAPACITY))
+    print(f"vLLM KV capacity: {logged.height} startup logs, predicted"
+          f" {logged['error'].min():+.1%} to {logged['error'].max():+.1%} (median"
+          f" {logged['error'].median():+.1%}) of the tokens vLLM sized")
+    if "--rows" in argv:
+        print(logged.select("source", "engine_version", "model", "gpu", "tp",
+                            "kv_memory_fraction", "measured", "predicted",
                             pl.col("error").round(3)))
 
 

@@ -62,7 +62,7 @@ import polars as pl
 from pipelines.replay import replay
 from pipelines.roofline import step
 from pipelines.roofline.catalog import Catalog
-from pipelines.roofline.deployment import Deployment, Network
+from pipelines.roofline.deployment import GIB, Deployment, Network
 from pipelines.roofline.frontend import FRONTEND_S
 
 # Scheduler limits per engine. trtllm: TensorRT-LLM's defaults: max_batch_size 2048,
@@ -429,6 +429,30 @@ def validate_kv_capacity(catalog: Catalog, measurements: pl.DataFrame) -> pl.Dat
     ]
     return measurements.with_columns(predicted=pl.Series(predicted, dtype=pl.Int64)).with_columns(
         error=pl.col("predicted") / pl.col("max_sequences") - 1.0
+    )
+
+
+def validate_vllm_kv_capacity(catalog: Catalog, logs: pl.DataFrame) -> pl.DataFrame:
+    """vLLM startup logs (bench/validation/vllm_kv_capacity.csv: the KV pool vLLM sized with
+    gpu_memory_utilization = kv_memory_fraction, and what it subtracted) with `predicted` =
+    kv_capacity_tokens of the same deployment (vLLM's scheduler defaults, the row's fraction,
+    max_batched_tokens and block size), `measured` = the logged token count, or where a log gives
+    only the pool in GiB that pool over the KV bytes per token, and `error` = predicted /
+    measured - 1: the check of the "total" memory basis, as validate_kv_capacity is of the
+    "free" one."""
+    predicted, measured = [], []
+    for row in logs.iter_rows(named=True):
+        d = catalog.build(model=row["model"], gpu=row["gpu"], tp=int(row["tp"]),
+                          weights=row["weight_dtype"], kv_cache=row["kv_dtype"],
+                          kv_memory_fraction=row["kv_memory_fraction"],
+                          max_batched_tokens=row["max_batched_tokens"],
+                          kv_block_tokens=row["kv_block_tokens"])
+        predicted.append(d.kv_capacity_tokens)
+        measured.append(row["kv_tokens"] if row["kv_tokens"] is not None
+                        else round(row["kv_pool_gib"] * GIB / d.kv_bytes_per_token))
+    return logs.with_columns(predicted=pl.Series(predicted, dtype=pl.Int64),
+                             measured=pl.Series(measured, dtype=pl.Int64)).with_columns(
+        error=pl.col("predicted") / pl.col("measured") - 1.0
     )
 
 
