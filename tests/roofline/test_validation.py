@@ -129,6 +129,30 @@ def test_the_documents_state_the_splitwise_decode_rows_after_the_per_sequence_ov
             f" rows {pct(tp8[0])}% / {pct(tp8[1])}%, as before)") in physics
 
 
+SPLITWISE_RUNS = TABLE.parents[2] / "tests" / "fixtures" / "splitwise" / "perf_model_llama2_70b.csv"
+SPLITWISE_HARDWARE = {"a100-80gb-sxm": "a100-80gb", "h100-sxm": "h100-80gb"}
+
+
+def test_splitwise_decode_rows_are_the_runs_of_their_own_output_length():
+    """A SplitwiseSim TPOT row is the median token_time of the perf_model.csv runs of its own
+    prompt, batch, tp and output length. The batch-1 rows had been the median of all 45 rows of
+    their prompt and batch: 30 of them runs of 256 to 8,192 output tokens, and the 5 runs of
+    128 listed three times, so 2 x A100's row said 59.9 ms where its 128-token runs take
+    54.9 ms. (A TTFT row may pool output lengths: the prefill does not see them.)"""
+    runs = pl.read_csv(SPLITWISE_RUNS).unique()
+    rows = read_measurements(TABLE).filter((pl.col("source") == "splitwise-sim")
+                                           & (pl.col("metric") == "tpot_s"))
+    assert rows.height == 12
+    for row in rows.iter_rows(named=True):
+        own = runs.filter((pl.col("hardware") == SPLITWISE_HARDWARE[row["gpu"]])
+                          & (pl.col("tensor_parallel") == row["tp"])
+                          & (pl.col("prompt_size") == row["prompt_tokens"])
+                          & (pl.col("batch_size") == row["batch"])
+                          & (pl.col("token_size") == row["output_tokens"]))
+        assert own.height == 5
+        assert row["measured"] == pytest.approx(own["token_time"].median() / 1e3, abs=1e-6), row
+
+
 def test_summary_per_source_partitions_the_table(validated):
     """The per-source summary covers every row once, and its worst errors are the table's."""
     per_source = summary(validated, by=("source", "metric"))
