@@ -153,6 +153,55 @@ def test_splitwise_decode_rows_are_the_runs_of_their_own_output_length():
         assert row["measured"] == pytest.approx(own["token_time"].median() / 1e3, abs=1e-6), row
 
 
+# docs/physics.md section 5's per-source medians: (source, metric) -> the words before the figure
+PER_SOURCE_WORDS = {
+    ("splitwise-sim", "ttft_s"): "SplitwiseSim TTFT", ("splitwise-sim", "tpot_s"): "TPOT",
+    ("tensorrt-llm-perf-overview", "max_throughput_tok_s"): "TensorRT-LLM throughput",
+    ("tensorrt-llm-perf-overview", "ttft_s"): "online TTFT",
+    ("tensorrt-llm-perf-overview", "tpot_s"): "online ITL",
+    ("nvidia-nim-benchmarking", "ttft_s"): "NIM TTFT", ("nvidia-nim-benchmarking", "tpot_s"): "ITL",
+    ("nvidia-nim-benchmarking", "output_tok_s"): "output tokens/s",
+    ("vllm-ci-benchmark", "tpot_s"): "vLLM CI",
+    ("iog-foundation-llm-inference-benchmarks", "ttft_s"): "IOG Foundation TTFT",
+    ("iog-foundation-llm-inference-benchmarks", "tpot_s"): "TPOT",
+    ("oracle-oci-mi300x", "tpot_s"): "Oracle MI300X TPOT",
+    ("oracle-oci-mi300x", "max_throughput_tok_s"): "throughput",
+    ("rocm-blog-llm-inference-mi300x", "max_throughput_tok_s"): "AMD ROCm blog MI300X throughput",
+    ("rocm-blog-llm-inference-mi300x", "tpot_s"): "TPOT",
+    ("rocm-vllm-dev-docker-readme", "tpot_s"): "ROCm README TPOT",
+    ("qwen2.5-speed-benchmark", "tpot_s"): "Qwen2.5-72B on A100",
+    ("france-travail-benchmark-llm-serving", "output_tok_s"): "France Travail output tokens/s",
+    ("inferencex", "tpot_s"): "InferenceX DeepSeek-R1 TPOT",
+    ("dstack-deepseek-r1-benchmark", "ttft_s"): "dstack DeepSeek-R1 TTFT",
+    ("dstack-deepseek-r1-benchmark", "tpot_s"): "TPOT",
+    ("dstack-deepseek-r1-benchmark", "output_tok_s"): "output tokens/s",
+    ("dstack-deepseek-r1-benchmark", "max_throughput_tok_s"): "max-load throughput",
+    ("tensorrt-llm-perf-overview-v0.12", "max_throughput_tok_s"): "v0.12",
+    ("tensorrt-llm-perf-overview-v0.15", "max_throughput_tok_s"): "v0.15",
+    ("tensorrt-llm-perf-overview-v0.20", "max_throughput_tok_s"): "v0.20",
+    ("tensorrt-llm-perf-overview-devguide", "max_throughput_tok_s"): "1.x developer guide",
+}
+
+
+def test_the_documents_state_the_per_source_medians(validated):
+    """docs/physics.md section 5's per-source medians are `--sources`' figures, to one decimal
+    below 20% and whole above. Dated 2026-12-01, they had kept that day's first figures through
+    the day's later changes (v0.20 13.4% where it was 5.2%, NIM TTFT 6.5% where it was 8.8%)."""
+    physics = _one_line(TABLE.parents[2] / "docs" / "physics.md")
+    start = physics.index("Per source (median |error|, `bench/validation.py --sources`")
+    paragraph = physics[start:physics.index("Independence:", start)]
+    medians = {(s, m): 100 * med for s, m, _, med, _ in
+               summary(validated, by=("source", "metric")).iter_rows()}
+    assert set(medians) - set(PER_SOURCE_WORDS) == {
+        ("france-travail-benchmark-llm-serving", "ttft_s")}  # one row: its signed error, below
+    for key, words in PER_SOURCE_WORDS.items():
+        figure = f"{medians[key]:.1f}%" if medians[key] < 20 else f"{medians[key]:.0f}%"
+        assert f"{words} {figure}" in paragraph, (key, figure)
+    france = validated.filter((pl.col("source") == "france-travail-benchmark-llm-serving")
+                              & (pl.col("metric") == "ttft_s"))["error"][0]
+    assert f"TTFT {100 * france:+.0f}%".replace("-", "\u2212") in paragraph
+
+
 def test_summary_per_source_partitions_the_table(validated):
     """The per-source summary covers every row once, and its worst errors are the table's."""
     per_source = summary(validated, by=("source", "metric"))
