@@ -14,11 +14,13 @@ degree, dtypes, serving engine, request shape and one measured figure:
   with `requests` N (trtllm-bench's `$num_requests`, vLLM benchmark_throughput's
   `--num-prompts`) measured a finite run instead: N identical requests queued at t = 0, output
   tokens N x output over the time until the last one ends. That run goes in waves of the batch
-  the engine admits, the last one partial, and a partial wave decodes at a small batch that
-  costs nearly a full one's step (weights, all-reduce latency, overheads): 1,500 requests of
-  128 + 4,096 tokens on 8 x H200, whose KV cache holds ~1,490 of them, are one full wave and
-  10 requests decoding alone for as long. The replay (pipelines.replay, with the engine's
-  admission rule) runs the N requests, so the prediction pays that tail as the measurement did.
+  the engine admits, the last one partial, and a partial wave decodes its whole output at a
+  small batch whose steps carry the weights, all-reduce latency and overheads for few tokens:
+  1,500 requests of 128 + 4,096 tokens on 8 x H200 (the v0.20 perf overview's 70B row), whose
+  KV cache holds 1,495 of them, are one full wave of 336 s and 5 requests decoding alone for
+  41 s more, 16,300 output tokens/s where the steady state gives 18,200 (measured 16,669). The
+  replay (pipelines.replay, with the engine's admission rule) runs the N requests, so the
+  prediction pays that tail as the measurement did.
 - rows with a `qps` (online serving at a request rate): mean TTFT / mean time per output token of
   the replay (pipelines.replay, the same engine the reports use) of SERVED_REQUESTS identical
   requests arriving as a Poisson stream at that rate (fixed seed), with no client network: a

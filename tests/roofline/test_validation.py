@@ -453,6 +453,31 @@ def test_a_finite_max_load_run_pays_its_partial_last_wave():
         predict(catalog, {**H200_TP8_70B, "metric": "tpot_s", "batch": 1, "requests": 100})
 
 
+def test_the_documented_finite_run_is_what_the_replay_gives():
+    """validation's docstring follows one finite run through its waves: the v0.20 perf
+    overview's 1,500 requests of 128 + 4,096 tokens on 8 x H200. It had said the KV cache held
+    ~1,490 and the 10 left over decoded alone "for as long" as the full wave; with the PyTorch
+    flow's limits and padding, 5 are left over and decode for 41 s after a 336-s wave."""
+    rows = read_measurements(TABLE).filter(
+        (pl.col("source") == "tensorrt-llm-perf-overview-v0.20") & (pl.col("gpu") == "h200-sxm")
+        & (pl.col("tp") == 8) & (pl.col("prompt_tokens") == 128)
+        & (pl.col("output_tokens") == 4096))
+    assert rows.height == 1
+    row = rows.row(0, named=True)
+    d = validation.deployment_for(load_catalog(), row)
+    requests = validation._identical(np.zeros(row["requests"]), 128, 4096)
+    done = validation.replay(requests, validation._at_client(d, 0.0))
+    wave = done.filter(pl.col("admitted_s") < done["finished_s"].min())
+    doc = " ".join(validation.__doc__.split())
+    assert (f"{row['requests']:,} requests of 128 + 4,096 tokens on 8 x H200 (the v0.20 perf"
+            f" overview's 70B row), whose KV cache holds {wave.height:,} of them, are one full"
+            f" wave of {wave['finished_s'].max():.0f} s and {row['requests'] - wave.height}"
+            f" requests decoding alone for {done['finished_s'].max() - wave['finished_s'].max():.0f}"
+            f" s more, {round(predict(load_catalog(), row), -2):,.0f} output tokens/s where the"
+            f" steady state gives {round(d.max_throughput_tok_s(128, 4096), -2):,.0f} (measured"
+            f" {row['measured']:,.0f})") in doc
+
+
 def test_trtllm_bench_rows_carry_the_perf_overview_request_counts(validated):
     """The perf overview's `$num_requests` table (the same in every edition for the shapes it
     lists) is on its rows; the shapes no edition lists (v0.20's 1,024 / 2,048, the developer
