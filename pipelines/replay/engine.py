@@ -193,32 +193,24 @@ def _hold(timeline, r, t0, t1, bin_s, waiting, running):
 # ---- a step's two kernels --------------------------------------------------------------------
 
 @njit(cache=True)
-def _compute_bound_part(compute_s, memory_s):
-    """The time in compute-bound kernels of a step_cost pair, whose larger side is the core time
-    and whose smaller side is the time bound by the other resource."""
-    return compute_s - memory_s if compute_s >= memory_s else compute_s
-
-
-@njit(cache=True)
 def kernels(coef, tokens, sequences, pairs, kv_read, kv_written):
     """(duration, shared_s, shared GEMMs compute-bound?, experts_s, routed experts
     compute-bound?, attn_s, attention compute-bound?, fixed_s) of a step of `tokens` tokens from
-    `sequences` sequences, all from step_cost: the GEMMs alone are a step with no attention work
-    (pairs and KV zero), split into their two kernels as step_cost splits them
-    (step.gemm_kernels; experts_s is 0 for a dense model), each bound by its own resource (a
-    mixture's shared GEMMs turn compute-bound at ~k / E of the batch its experts do); the
-    attention is the rest of the core time, and it is compute-bound when the compute-bound part
-    of the core time holds more than the GEMMs' compute-bound part."""
+    `sequences` sequences, its kernels as step_cost times them: the shared GEMMs and a mixture's
+    routed experts (step.gemm_kernels; experts_s is 0 for a dense model), each bound by its own
+    resource (a mixture's shared GEMMs turn compute-bound at ~k / E of the batch its experts
+    do), and the attention (step.attention_kernel), the rest of the core time, compute-bound
+    where its compute time is not below its KV read and not 0 (a step without attention work
+    has none to charge by pairs)."""
     compute_s, memory_s, fixed_s = roofline.step_cost(coef, tokens, sequences, pairs, kv_read,
                                                       kv_written)
     core = max(compute_s, memory_s)
-    gemm_c, gemm_m, _ = roofline.step_cost(coef, tokens, sequences, 0.0, 0.0, 0.0)
-    gemm_s = max(gemm_c, gemm_m)
-    attn_bound = _compute_bound_part(compute_s, memory_s) - _compute_bound_part(gemm_c, gemm_m) > 0.0
     shared_c, shared_m, expert_c, expert_m = roofline.gemm_kernels(coef, tokens, sequences)
-    return (core + fixed_s, roofline.gemm_seconds(shared_c, shared_m), shared_c >= shared_m,
-            roofline.gemm_seconds(expert_c, expert_m), expert_c >= expert_m, core - gemm_s,
-            attn_bound, fixed_s)
+    shared_s = roofline.gemm_seconds(shared_c, shared_m)
+    experts_s = roofline.gemm_seconds(expert_c, expert_m)
+    attn_c, attn_m = roofline.attention_kernel(coef, pairs, kv_read, kv_written)
+    return (core + fixed_s, shared_s, shared_c >= shared_m, experts_s, expert_c >= expert_m,
+            core - (shared_s + experts_s), attn_c >= attn_m and attn_c > 0.0, fixed_s)
 
 
 # ---- runs of identical decode steps ----------------------------------------------------------

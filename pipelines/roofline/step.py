@@ -174,6 +174,15 @@ def gemm_kernels(coef: np.ndarray, tokens: float,
 
 
 @njit(cache=True)
+def attention_kernel(coef: np.ndarray, attn_pairs: float, kv_read: float,
+                     kv_written: float) -> tuple[float, float]:
+    """(C_attn, M_attn) of a step's attention (module docstring): step_cost's attention time
+    is the larger, and the replay charges it by own pairs where C_attn is (engine.kernels)."""
+    return (coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS],
+            coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written) / coef[EFFECTIVE_BANDWIDTH])
+
+
+@njit(cache=True)
 def allreduce_traffic_s(coef: np.ndarray, tokens: float) -> float:
     """Seconds the step's all-reduces spend sending its tokens' activations over the link
     (tokens * A_bytes / B_link; 0 at tp = 1, where A_bytes is 0): the part of the fixed time
@@ -201,8 +210,7 @@ def step_cost(
                                                                                 sequences)
     shared_gemm = gemm_seconds(shared_compute, shared_memory)
     expert_gemm = gemm_seconds(expert_compute, expert_memory)   # 0 for a dense model
-    attn_compute = coef[ATTN_FLOPS_PER_PAIR] * attn_pairs / coef[ATTN_EFFECTIVE_FLOPS]
-    attn_memory = coef[KV_BYTES_PER_TOKEN] * (kv_read + kv_written) / coef[EFFECTIVE_BANDWIDTH]
+    attn_compute, attn_memory = attention_kernel(coef, attn_pairs, kv_read, kv_written)
     core = shared_gemm + expert_gemm + max(attn_compute, attn_memory)
     compute_bound_part = 0.0
     if shared_compute >= shared_memory:
