@@ -16,6 +16,7 @@ through."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import sys
@@ -427,10 +428,20 @@ def _print_chargeback(tables: ReportTables) -> None:
     print(chargeback_note(tables.chargeback, tables.fleet_summary))
 
 
-def run() -> int:
-    """`main`, for the command line: a reader that stops early (`| head`, a pager quit) closes
+def run(argv: list[str] | None = None) -> int:
+    """`main`, for the command line. It takes no argument, but `--help` printed the whole
+    summary and a mistyped option was ignored: argparse answers both (usage, exit 0 or 2)
+    before the warehouse is opened. A reader that stops early (`| head`, a pager quit) closes
     the pipe, which is no error of the summary and printed a BrokenPipeError traceback. As the
     Python docs advise, stdout is pointed at devnull so the exit's flush fails no more."""
+    argparse.ArgumentParser(
+        prog="python -m pipelines.summary",
+        description="Print, read-only, the summary of the warehouse the last run published"
+                    " (FLEETSPEND_WAREHOUSE, default data/warehouse/fleetspend.duckdb): the trace"
+                    " files it could not read or left rows out of, the physics caveats, the"
+                    " calibration, the fleet's figures, the top request shapes, the what-if"
+                    " replays and the chargeback. It takes no arguments; exit 1 where there is"
+                    " nothing to summarize.").parse_args(argv)
     try:
         return main()
     except BrokenPipeError:

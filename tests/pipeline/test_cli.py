@@ -108,6 +108,19 @@ def test_summary_without_warehouse_says_what_to_do(tmp_path):
     assert "make demo" in summary.stderr and "Traceback" not in summary.stderr
 
 
+def test_summary_help_says_what_it_prints_and_reads_no_warehouse(tmp_path):
+    """`python -m pipelines.summary --help` printed the whole summary (or, with no warehouse,
+    "no warehouse at ..."), and a mistyped option was ignored: it takes no argument, and says so."""
+    env = _env(tmp_path)
+    helped = _run([sys.executable, "-m", "pipelines.summary", "--help"], env)
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith("usage: python -m pipelines.summary")
+    assert "FLEETSPEND_WAREHOUSE" in helped.stdout and "no warehouse" not in helped.stderr
+    wrong = _run([sys.executable, "-m", "pipelines.summary", "--top", "5"], env)
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    assert "unrecognized arguments: --top 5" in wrong.stderr and "no warehouse" not in wrong.stderr
+
+
 def test_summary_without_the_warehouse_setting_says_it_is_not_set(tmp_path, monkeypatch, capsys):
     """Run by hand after a cron line that sets FLEETSPEND_WAREHOUSE, the summary looks in the
     default place: the message says the setting is not set, not only 'run make demo'."""
