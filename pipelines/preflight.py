@@ -59,7 +59,8 @@ def writable_folder(setting: str, folder: Path) -> str | None:
     """None if files can be created in `folder` (made if missing), else why not."""
     existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if existing is None or not existing.is_dir():
-        return f"{setting}: {existing} is not a folder"
+        return (f"{setting}: {existing} is not a folder; expected a folder to write in, or a path"
+                f" where one can be made")
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".fleetspend-preflight-"):

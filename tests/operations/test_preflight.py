@@ -373,7 +373,9 @@ def test_reports_folder_must_be_writable_and_trace_folder_must_exist(tmp_path, m
     lines = err.splitlines()
     assert code == 2 and len(lines) == 3
     assert f"FLEETSPEND_REPORTS_DIR={tmp_path / 'plain' / 'reports'}: " in lines[1]
-    assert "is not a folder" in lines[1]
+    assert lines[1] == (f"- FLEETSPEND_REPORTS_DIR={tmp_path / 'plain' / 'reports'}: {tmp_path / 'plain'}"
+                        f" is not a folder; expected a folder to write in, or a path where one can"
+                        f" be made")
     assert lines[2] == (f"- FLEETSPEND_TRACE_DIR={tmp_path / 'no-traces'}: no such folder; expected "
                         f"the folder of request logs to ingest")
 
