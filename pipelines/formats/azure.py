@@ -33,9 +33,9 @@ def parse_timestamp(col: pl.Expr) -> pl.Expr:
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies) -> IngestResult:
-    header, rows = header_and_rows(plain, shown, EXPECTED)
+    header, rows, written = header_and_rows(plain, shown, EXPECTED)
     if set(header) not in HEADERS or len(header) != len(set(header)):
-        raise TraceFormatError(f"{shown}: header {','.join(header)!r} is not {EXPECTED}")
+        raise TraceFormatError(f"{shown}: header {written!r} is not {EXPECTED}")
     parsed = split_fields(rows, header, COLUMNS).with_columns(
         arrival=parse_timestamp(pl.col("arrival_text")),
         prompt_tokens=whole("prompt_text"),

@@ -29,9 +29,9 @@ LABELS = Labels("Timestamp", "Request tokens", "Response tokens", clock="a numbe
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=None) -> IngestResult:
-    header, rows = header_and_rows(plain, shown, EXPECTED)
+    header, rows, written = header_and_rows(plain, shown, EXPECTED)
     if not set(REQUIRED) <= set(header) or not set(header) <= set(REQUIRED) | OPTIONAL:
-        raise TraceFormatError(f"{shown}: header {','.join(header)!r} is not {EXPECTED}")
+        raise TraceFormatError(f"{shown}: header {written!r} is not {EXPECTED}")
     elapsed = "elapsed time" in header
     parsed = split_fields(rows, header, REQUIRED | ({"elapsed time": "e2e_text"} if elapsed else {}))
     parsed = parsed.with_columns(

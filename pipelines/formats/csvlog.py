@@ -19,11 +19,13 @@ from pipelines.formats.common import whole_count
 from pipelines.formats.source import first_line, read_lines
 
 
-def header_and_rows(plain: Path, shown: Path, expected: str) -> tuple[list[str], pl.LazyFrame]:
-    """The header's column names (stripped, lower-case) and the non-blank data lines after it."""
+def header_and_rows(plain: Path, shown: Path, expected: str) -> tuple[list[str], pl.LazyFrame, str]:
+    """The header's column names (stripped, lower-case, as the readers match them), the
+    non-blank data lines after it, and the header line as the file writes it, which a message
+    refusing the header quotes: the lower-cased names are not in the file to be searched for."""
     number, header = first_line(plain, shown, expected)
     rows = read_lines(plain).filter((pl.col("line") > number) & (pl.col("raw").str.strip_chars() != ""))
-    return header_names(header), rows
+    return header_names(header), rows, header
 
 
 def header_names(header: str) -> list[str]:

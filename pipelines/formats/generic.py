@@ -125,10 +125,10 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
                          f" unit of the observed_ttft_s / observed_e2e_s columns")
     expected = f"a {fmt} file with the mapped columns {sorted(set(columns.values()))}"
     if fmt == "csv":
-        header, rows = header_and_rows(plain, shown, expected)
-        missing = sorted({c.lower() for c in columns.values()} - set(header))
+        header, rows, written = header_and_rows(plain, shown, expected)
+        missing = sorted({c for c in columns.values() if c.lower() not in header})
         if missing:
-            raise TraceFormatError(f"{shown}: no column(s) {missing} in header {','.join(header)!r}; expected {expected}")
+            raise TraceFormatError(f"{shown}: no column(s) {missing} in header {written!r}; expected {expected}")
         # One text per source column, then one copy per target: a column may feed two targets.
         sources = {src.lower() for src in columns.values()}
         frame = split_fields(rows, header, {src: f"source:{src}" for src in sources}).with_columns(

@@ -21,9 +21,9 @@ LABELS = Labels("arrived_at", "num_prefill_tokens", "num_decode_tokens", clock="
 
 
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=None) -> IngestResult:
-    header, rows = header_and_rows(plain, shown, EXPECTED)
+    header, rows, written = header_and_rows(plain, shown, EXPECTED)
     if not set(COLUMNS) <= set(header):
-        raise TraceFormatError(f"{shown}: header {','.join(header)!r} is not {EXPECTED}{_hint(header)}")
+        raise TraceFormatError(f"{shown}: header {written!r} is not {EXPECTED}{_hint(header)}")
     parsed = split_fields(rows, header, COLUMNS).with_columns(
         arrival=seconds("arrival_text"),
         prompt_tokens=whole("prompt_text"),

@@ -1084,3 +1084,25 @@ def test_mooncake_hashes_beyond_the_prompts_blocks_are_a_rejected_row_naming_blo
             " is block_tokens right? (Mooncake: 512; logs of 16-token blocks need block_tokens=16)")]
     right = read_trace(path, time_unit="s", block_tokens=16)
     assert right.rows.height == 2 and right.rows["arrival_s"].to_list() == [0.0, 0.75]
+
+
+@pytest.mark.parametrize(("name", "content", "options", "quoted"), [
+    ("azure.csv", f"{HEADER},Region\r\n2023-11-16 18:17:03.9799600,4808,10,eu\r\n", {},
+     f"header '{HEADER},Region' is not an Azure LLM trace CSV"),
+    ("burst.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type,Region\n"
+                  "5,ChatGPT,472,18,490,Conversation log,eu\n", {},
+     "header 'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type,Region' is not"),
+    ("vidur.csv", "Arrived_At,Num_Prefill_Tokens\n0.5,100\n", {"format": "vidur"},
+     "header 'Arrived_At,Num_Prefill_Tokens' is not a Vidur"),
+    ("own.csv", "TS,In,Out\n0,100,10\n",
+     {"format": "csv", "time_unit": "s", "columns": {"arrival": "TS", "prompt_tokens": "Inn", "output_tokens": "Out"}},
+     "no column(s) ['Inn'] in header 'TS,In,Out'"),
+])
+def test_a_refused_csv_header_is_quoted_as_the_file_writes_it(tmp_path, name, content, options, quoted):
+    """A header a reader refuses was quoted lower-cased ('timestamp,contexttokens,...,region'),
+    as the readers match it, not as the file holds it: a user searching the file for it found
+    nothing. The message quotes the file's line, and a generic log's missing column as mapped."""
+    path = write(tmp_path / name, content)
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(path, **options)
+    assert f"{path}: {quoted}" in str(info.value)
