@@ -439,6 +439,21 @@ def test_a_rejected_millisecond_latency_says_its_value_in_seconds(tmp_path):
         " \"s\", \"ms\", \"us\" or \"ns\""]
 
 
+def test_a_rejected_latency_in_seconds_shows_no_float_noise(tmp_path):
+    """950 ms read 'ttft_ms is 0.9500000000000001 s, more than e2e_ms 0.9 s', and -950 ms
+    'e2e_ms is -0.9500000000000001 s': Polars divides by the unit as a multiplication by its
+    reciprocal, one bit off. The reason shows the seconds to the nanosecond, the finest unit read."""
+    path = tmp_path / "log.csv"
+    path.write_text("ts,n,ttft_ms,e2e_ms\n0,5,950,900\n1,5,100,-950\n")
+    result = read_trace(path, format="csv", time_unit="s", latency_unit="ms",
+                        columns={"arrival": "ts", "prompt_tokens": "n", "output_tokens": "n",
+                                 "observed_ttft_s": "ttft_ms", "observed_e2e_s": "e2e_ms"})
+    assert result.rejected["reason"].to_list() == [
+        "ttft_ms is 0.95 s, more than e2e_ms 0.9 s: the first token cannot come after the end of"
+        " the answer",
+        "e2e_ms is -0.95 s: not a latency in seconds (0 to 86400)"]
+
+
 def test_a_latency_beyond_a_day_names_the_setting_that_reads_its_unit(tmp_path):
     """A generic log in milliseconds read as seconds (its sidecar gives no latency_unit) had each
     row rejected 'observed_ttft_s is 96377.0 s: not a latency in seconds (0 to 86400)', naming
