@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.common import OTHER_COLUMNS, IngestResult, Policies, UnknownFormatError
 from pipelines.formats.csvlog import header_and_rows, split_fields, whole
 from pipelines.formats.rows import Labels, finish
 
@@ -35,7 +35,7 @@ def parse_timestamp(col: pl.Expr) -> pl.Expr:
 def read(plain: Path, shown: Path, sha256: str, policies: Policies) -> IngestResult:
     header, rows, written = header_and_rows(plain, shown, EXPECTED)
     if set(header) not in HEADERS or len(header) != len(set(header)):
-        raise TraceFormatError(f"{shown}: header {written!r} is not {EXPECTED}")
+        raise UnknownFormatError(f"{shown}: header {written!r} is not {EXPECTED}; {OTHER_COLUMNS}")
     parsed = split_fields(rows, header, COLUMNS).with_columns(
         arrival=parse_timestamp(pl.col("arrival_text")),
         prompt_tokens=whole("prompt_text"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError
+from pipelines.formats.common import OTHER_COLUMNS, IngestResult, Policies, UnknownFormatError
 from pipelines.formats.csvlog import header_and_rows, seconds, split_fields, whole
 from pipelines.formats.rows import Labels, finish
 
@@ -31,7 +31,7 @@ LABELS = Labels("Timestamp", "Request tokens", "Response tokens", clock="a numbe
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, start_time=None) -> IngestResult:
     header, rows, written = header_and_rows(plain, shown, EXPECTED)
     if not set(REQUIRED) <= set(header) or not set(header) <= set(REQUIRED) | OPTIONAL:
-        raise TraceFormatError(f"{shown}: header {written!r} is not {EXPECTED}")
+        raise UnknownFormatError(f"{shown}: header {written!r} is not {EXPECTED}; {OTHER_COLUMNS}")
     elapsed = "elapsed time" in header
     parsed = split_fields(rows, header, REQUIRED | ({"elapsed time": "e2e_text"} if elapsed else {}))
     parsed = parsed.with_columns(

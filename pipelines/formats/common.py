@@ -82,7 +82,13 @@ class TraceFormatError(ValueError):
 
 
 class UnknownFormatError(TraceFormatError):
-    """No format could be detected from the content: format= (and its options) can still read it."""
+    """No format could be detected from the content, or a known format's columns come with
+    others (an export that added a column): format= (and its options) can still read it."""
+
+
+# What a reader refusing a header of its format's columns and others says: the generic reader
+# takes them (the folder ingest adds where its sidecar goes)
+OTHER_COLUMNS = "a log with other columns is read with format='csv' and a column mapping"
 
 
 @dataclass(frozen=True)

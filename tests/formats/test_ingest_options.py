@@ -229,6 +229,28 @@ def test_a_file_that_options_would_read_is_told_where_its_sidecar_goes(inbox):
     assert "sidecar" not in failed[str(inbox / "empty.csv")]
 
 
+def test_a_known_log_with_a_column_more_is_told_where_its_sidecar_goes(inbox):
+    """An export of an Azure or BurstGPT log with one column added (a region, a request id) is
+    recognised by its columns and then refused by the reader, which takes those columns and no
+    others; a sidecar mapping its columns as a generic CSV reads it, but the message, unlike a
+    log whose format is not recognised at all, did not say so."""
+    from pipelines.formats.source import trace_files
+    from pipelines.ingest_folder import ingest_folder
+    from pipelines.ingest_store import ensure_tables
+
+    (inbox / "azure.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens,Region\n"
+                                     "2023-11-16 18:17:03.9799600,4808,10,eu\n")
+    (inbox / "burst.csv").write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,"
+                                     "Log Type,Region\n5,ChatGPT,472,18,490,Conversation log,eu\n")
+    with duckdb.connect() as conn:
+        ensure_tables(conn)
+        failed = ingest_folder(conn, trace_files(inbox)).failed
+    for name in ("azure.csv", "burst.csv"):
+        assert failed[str(inbox / name)].endswith(
+            f"(the folder ingest takes read_trace options, format= included, from a sidecar JSON object "
+            f"{inbox / name}.fleetspend.json; README \"Per-file options\")")
+
+
 def test_the_folder_ingest_lists_logs_only(tmp_path):
     """What the folder ingest and the inbox sensor read: every known suffix, compressed or not;
     never a hidden file (macOS leaves a binary `._name` beside each file copied to a foreign
