@@ -534,7 +534,7 @@ def simulate(
             # (every sequence decodes one token, so the all-reduce's traffic too);
             # the attention time a_k splits by own KV bytes (memory-bound: a_k is proportional
             # to S_k + B, so sequence i's part is a_k / (S_k + B) * (ctx_i + k + 1)) or by own
-            # pairs (compute-bound: a_k / S_k * ctx_i + k)), affine in k within each piece. Under
+            # pairs (compute-bound: a_k / S_k * (ctx_i + k)), affine in k within each piece. Under
             # CUDA-graph padding the real sequences share the padding's GEMM and fixed time too.
             _, shared_s, shared_bound, experts_s, experts_bound, _, _, fixed = kernels(
                 coef, padded, padded, s0, s0, batch)
