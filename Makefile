@@ -40,8 +40,13 @@ demo: install $(DAGSTER_HOME)/dagster.yaml
 	PYTHONWARNINGS='$(JOB_EXECUTE_WARNINGS)' $(BIN)/dagster job execute -m pipelines.definitions -j nightly
 	$(BIN)/python -m pipelines.summary
 
+# Two worker processes (pytest-xdist), each taking whole test files (`--dist loadfile`: a file's
+# module fixtures, e.g. the validation table's replays, run once). TEST_WORKERS=1 runs in-process.
+TEST_WORKERS ?= 2
+PYTEST      := $(BIN)/python -m pytest $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: install browser
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 # The report test opens report.html in headless Chromium (Debian package `chromium`). CI runs as
 # root on Debian, so it is installed there; elsewhere the test skips and says how to install it.
@@ -52,7 +57,7 @@ browser:
 	  else echo "note: chromium is missing; the report.html browser test will skip"; fi; }
 
 test-fast: install
-	$(BIN)/python -m pytest -m 'not slow'
+	$(PYTEST) -m 'not slow'
 
 # Started in the background by a script (`make ui &`, `nohup make ui &`), a command inherits SIGINT
 # ignored, and `dagster dev` answers SIGTERM as it answers SIGINT: it ignored both, so only SIGKILL
