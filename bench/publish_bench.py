@@ -7,7 +7,7 @@ linearly with the file size and stay far below the replay time of the data it ho
 
 from __future__ import annotations
 
-import sys
+import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -48,4 +48,7 @@ def main(millions: list[float]) -> None:
 
 
 if __name__ == "__main__":
-    main([float(a) for a in sys.argv[1:]] or [1, 10, 30])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("millions", type=float, nargs="*", default=[1, 10, 30],
+                        help="warehouse sizes, in millions of rows (default: 1 10 30)")
+    main(parser.parse_args().millions)

@@ -15,6 +15,7 @@ Run: `make bench` or `.venv/bin/python bench/replay_bench.py [N ...]`.
 
 from __future__ import annotations
 
+import argparse
 import resource
 import subprocess
 import sys
@@ -88,7 +89,14 @@ def main(sizes: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--one"]:
-        one(int(sys.argv[2]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sizes", type=int, nargs="*", default=SIZES,
+                        help=f"synthetic trace sizes, each replayed in its own process (default:"
+                             f" {' '.join(map(str, SIZES))})")
+    # main's subprocess per size: one size, this process, one line of figures
+    parser.add_argument("--one", type=int, metavar="N", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one is not None:
+        one(args.one)
     else:
-        main([int(a) for a in sys.argv[1:]] or SIZES)
+        main(args.sizes)

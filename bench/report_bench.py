@@ -6,9 +6,9 @@ trace. Run: `.venv/bin/python bench/report_bench.py [N]`."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import resource
-import sys
 import time
 from dataclasses import replace
 
@@ -67,4 +67,7 @@ def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", type=int, nargs="?", default=1_000_000,
+                        help="synthetic requests to replay (default: 1,000,000)")
+    main(parser.parse_args().n)

@@ -60,7 +60,17 @@ def option(argv: list[str], flag: str, default=None):
     return argv[argv.index(flag) + 1]
 
 
+FLAGS = ("--rows", "--sources", "--table", "--steps", "--gpu")   # the docstring's usage
+
+
 def main(argv: list[str]) -> None:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return
+    unknown = [a for a in argv if a.startswith("-") and a not in FLAGS]
+    if unknown:
+        sys.exit(f"validation: unknown option {unknown[0]}\n{__doc__.splitlines()[2]}"
+                 f"\n{__doc__.splitlines()[3]}")
     catalog = load_catalog()
     pl.Config.set_tbl_rows(200).set_tbl_cols(20).set_tbl_width_chars(200)
     if "--steps" in argv:

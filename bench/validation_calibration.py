@@ -76,6 +76,12 @@ CANDIDATES = {
 
 
 def main(argv: list[str]) -> None:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return
+    if set(argv) - {"--shapes"}:
+        sys.exit(f"validation_calibration: unknown argument {sorted(set(argv) - {'--shapes'})[0]}"
+                 f"\n{__doc__.splitlines()[3]}")
     catalog = load_catalog()
     buckets = load_shape_buckets()
     runs = []

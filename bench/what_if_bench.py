@@ -4,6 +4,7 @@ Run: `.venv/bin/python bench/what_if_bench.py`."""
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -37,4 +38,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     main()
