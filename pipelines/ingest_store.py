@@ -168,8 +168,8 @@ def forget_file(conn: duckdb.DuckDBPyConnection, file: str, trace: str) -> int:
 
 def record_failures(conn: duckdb.DuckDBPyConnection, failed: dict[str, str]) -> None:
     """Make failed_trace_files this ingest's failures (file path -> error), atomically. A failed
-    file keeps its previous rows, which the reports go on showing; the summary reads this table
-    to say so, since it never sees the run's log or asset checks."""
+    file keeps its previous rows, which the reports go on showing; the summary and the report
+    read this table to say so, since they never see the run's log or asset checks."""
     frame = pl.DataFrame({"file": list(failed), "error": list(failed.values())},
                          schema=FAILED_FILES_SCHEMA)
     with transaction(conn):

@@ -48,6 +48,7 @@ from pipelines.reports.text import (
     ReportTables,
     chargeback_note,
     deployment_sentence,
+    failed_file_error,
     fleet_lines,
     other_model_lines,
     headline,
@@ -209,20 +210,19 @@ def main(top: int = 10) -> int:
 
 
 def _failed_lines(failed: list[tuple]) -> list[str]:
-    """One item per row of sql/summary_failed_files.sql: its error, which names the file (the
-    ingest's do, with its path; the name is put before one that does not, so it shows once),
-    and what the figures below hold of it: its previous rows (how many, when they were
-    ingested, the prefix of the content hash they were read from, to tell which version of the
-    file they are), or nothing. The run exits 0 on such a file (one bad upload must not hold
-    back the reports), so this is where a cron operator learns of it."""
+    """One item per row of sql/summary_failed_files.sql: its error, which names the file
+    (text.failed_file_error, as the report says it), and what the figures below hold of it: its
+    previous rows (how many, when they were ingested, the prefix of the content hash they were
+    read from, to tell which version of the file they are), or nothing. The run exits 0 on such
+    a file (one bad upload must not hold back the reports), so this is where a cron operator
+    learns of it."""
     lines = []
     for file, error, rows, ingested_at, sha256 in failed:
         held = ("nothing of it is in the figures below: it was never ingested" if rows is None else
                 f"the figures below show its previous rows: {rows:,} requests ingested"
                 f" {ingested_at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
                 f" (sha256 {sha256[:12]}...)")
-        named = error if Path(file).name in error else f"{Path(file).name}: {error}"
-        lines.append(f"- {named}\n  {held}")
+        lines.append(f"- {failed_file_error(file, error)}\n  {held}")
     return lines
 
 

@@ -54,13 +54,14 @@ def _block(block: tuple) -> str:
 def report_html(t: ReportTables, deployment: str, specs: dict[str, dict],
                 caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = (),
                 other_models: Sequence[str] = (), copies: Sequence[str] = (),
-                prices: Sequence[tuple] = (), incomplete: Sequence[tuple] = ()) -> str:
+                prices: Sequence[tuple] = (), incomplete: Sequence[tuple] = (),
+                failed: Sequence[tuple] = ()) -> str:
     """The whole page; `specs` maps each chart stem of text.CHARTS to its Vega-Lite spec (as
-    charts.save_chart saved it); `caveats`, `unserved`, `other_models`, `copies`, `prices` and
-    `incomplete` as in text.report_blocks."""
+    charts.save_chart saved it); `caveats`, `unserved`, `other_models`, `copies`, `prices`,
+    `incomplete` and `failed` as in text.report_blocks."""
     vl_version = "v" + "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
     blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies, prices,
-                           incomplete)
+                           incomplete, failed)
     # only the charts the report shows (no what-if chart where no scenario was replayed)
     shown = {b[1] for b in blocks if b[0] == "chart"}
     # A spec is JSON inside <script>: "</" is escaped so no label can close the tag.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timezone
 from pathlib import Path
 
 import duckdb
@@ -226,6 +227,40 @@ def unserved_sentence(unserved: Sequence[tuple]) -> str | None:
     return (f"**Left out:** {total:,} request(s) ({traces}) were set aside, not replayed, because"
             f" the deployment their trace replays on cannot serve them (e.g. {request_id}, which"
             f" {reason}); every figure of this report leaves them out (`unserved_requests`).")
+
+
+# How many unread files the report names one by one; `failed_trace_files` holds them all.
+FAILED_FILES_NAMED = 5
+
+
+def failed_file_error(file: str, error: str) -> str:
+    """A file's error as failed_trace_files stores it, which names the file (the ingest's do,
+    with its path); the file's name is put before one that does not, so it shows once."""
+    return error if Path(file).name in error else f"{Path(file).name}: {error}"
+
+
+def failed_blocks(failed: Sequence[tuple]) -> list[tuple]:
+    """The report's blocks on the trace files the last ingest could not read (rows of
+    sql/summary_failed_files.sql: file, error, and the rows_accepted and ingested_at of the
+    version it last ingested, null if never): a sentence, then each file (the first
+    FAILED_FILES_NAMED) with its error and what the figures hold of it; no block when every
+    file read. The run succeeds on such a file and only the summary and an asset check named
+    it: a reader of the report alone saw fleet figures that silently missed a whole upload."""
+    if not failed:
+        return []
+    items = [f"{failed_file_error(file, error)} — " + (
+        "never ingested: none of its requests is in any figure" if rows is None else
+        f"the figures hold its previous version: {_count(rows, 'request')} ingested"
+        f" {ingested_at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
+        for file, error, rows, ingested_at, *_ in failed[:FAILED_FILES_NAMED]]
+    if len(failed) > FAILED_FILES_NAMED:
+        items.append(f"and {_count(len(failed) - FAILED_FILES_NAMED, 'more file')}"
+                     f" (`failed_trace_files` holds each with its error)")
+    holds = "it holds" if len(failed) == 1 else "they hold"
+    lead = (f"**Trace files not read:** the last ingest could not read"
+            f" {_count(len(failed), 'trace file')}; what {holds} now is in no figure of this"
+            f" report (`failed_trace_files`):")
+    return [("p", lead), ("ul", items)]
 
 
 def rejected_sentence(incomplete: Sequence[tuple]) -> str | None:
@@ -604,12 +639,14 @@ def report_blocks(t: ReportTables, deployment: str,
                   caveats: Sequence[tuple[str, str]] = (),
                   unserved: Sequence[tuple] = (), other_models: Sequence[str] = (),
                   copies: Sequence[str] = (), prices: Sequence[tuple] = (),
-                  incomplete: Sequence[tuple] = ()) -> list[tuple]:
+                  incomplete: Sequence[tuple] = (), failed: Sequence[tuple] = ()) -> list[tuple]:
     """The report as blocks: ("h1"|"h2"|"p", text), ("ul", [items]), ("table", frame, columns),
     ("chart", stem). Text may hold **bold** and `code`. `caveats`: (section, text) rows of
     sql/report_caveats.sql, the physics caveats of what the report prices: a baseline
     deployment's come first, before any dollar figure; a what-if fleet's under its table.
-    `incomplete`: rows of sql/summary_incomplete_files.sql, said in one sentence (rejected_sentence).
+    `failed`: rows of sql/summary_failed_files.sql, the files the last ingest could not read,
+    named first (failed_blocks); `incomplete`: rows of sql/summary_incomplete_files.sql, said in
+    one sentence (rejected_sentence).
     `unserved`: rows of sql/summary_unserved_requests.sql, said in one sentence (unserved_sentence)
     after the physics caveats and before the headline, a caveat of every dollar figure (the
     summary names them first too); so are `other_models`, the lines of other_model_lines: a
@@ -629,6 +666,7 @@ def report_blocks(t: ReportTables, deployment: str,
     return [
         ("h1", "fleetspend report"),
         *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
+        *failed_blocks(failed),
         *([("p", rejected)] if rejected else []),
         *([("p", left_out)] if left_out else []),
         *[("p", f"**Another model:** {line}") for line in other_models],
@@ -684,9 +722,10 @@ def _markdown_block(block: tuple, charts: dict[str, str]) -> str:
 def report_markdown(t: ReportTables, deployment: str, charts: dict[str, str],
                     caveats: Sequence[tuple[str, str]] = (), unserved: Sequence[tuple] = (),
                     other_models: Sequence[str] = (), copies: Sequence[str] = (),
-                    prices: Sequence[tuple] = (), incomplete: Sequence[tuple] = ()) -> str:
+                    prices: Sequence[tuple] = (), incomplete: Sequence[tuple] = (),
+                    failed: Sequence[tuple] = ()) -> str:
     """report.md; `charts` maps each chart stem to the PNG path to link; `caveats`, `unserved`,
-    `other_models`, `copies`, `prices` and `incomplete` as in report_blocks."""
+    `other_models`, `copies`, `prices`, `incomplete` and `failed` as in report_blocks."""
     blocks = report_blocks(t, deployment, caveats, unserved, other_models, copies, prices,
-                           incomplete)
+                           incomplete, failed)
     return "\n\n".join(_markdown_block(b, charts) for b in blocks) + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 import polars as pl
 import pytest
@@ -11,6 +12,7 @@ from pipelines.reports import html as html_module
 from pipelines.reports.text import (
     CHARGEBACK_COLUMNS,
     CHARTS,
+    FAILED_FILES_NAMED,
     NO_WHAT_IF,
     SHAPE_COLUMNS,
     SKIPPED_INTRO,
@@ -19,6 +21,7 @@ from pipelines.reports.text import (
     ReportTables,
     chargeback_note,
     deployment_sentence,
+    failed_blocks,
     headline,
     headline_facts,
     markdown_table,
@@ -378,6 +381,31 @@ def test_the_rejected_rows_are_one_sentence_of_the_report():
         " count cannot be negative) were rejected at ingest; every figure of this report leaves them"
         " out (`rejected_requests`, with each row's reason). empty.csv has no data row.")
     assert rejected_sentence([]) is None
+
+
+def test_the_files_the_last_ingest_could_not_read_are_named_each_with_what_the_figures_hold():
+    """A file the ingest could not read is in no figure as it is now; the summary and an asset
+    check named it, the report did not. One that ingested before keeps its previous rows in
+    the figures, and says so; one never ingested is wholly missing."""
+    at = dt.datetime(2026, 12, 1, 9, 30, tzinfo=dt.timezone.utc)
+    rows = [("/logs/conv.csv", "/logs/conv.csv: binary data, expected a trace", 19_366, at, "ab"),
+            ("/logs/new.csv", "empty file", None, None, None)]
+    assert failed_blocks(rows) == [
+        ("p", "**Trace files not read:** the last ingest could not read 2 trace files; what they"
+              " hold now is in no figure of this report (`failed_trace_files`):"),
+        ("ul", ["/logs/conv.csv: binary data, expected a trace — the figures hold its previous"
+                " version: 19,366 requests ingested 2026-12-01 09:30:00 UTC",
+                "new.csv: empty file — never ingested: none of its requests is in any figure"])]
+    assert failed_blocks([]) == []
+
+
+def test_a_folder_of_many_unread_files_names_the_first_and_counts_the_rest():
+    rows = [(f"/logs/{n}.csv", f"/logs/{n}.csv: the file is empty", None, None, None)
+            for n in range(FAILED_FILES_NAMED + 3)]
+    [(_, lead), (_, items)] = failed_blocks(rows)
+    assert f"could not read {FAILED_FILES_NAMED + 3} trace files" in lead
+    assert len(items) == FAILED_FILES_NAMED + 1
+    assert items[-1] == "and 3 more files (`failed_trace_files` holds each with its error)"
 
 
 @pytest.mark.parametrize(("before", "after", "said"), [(1.5, 1.0, "p95 TTFT 1.50 → 1.00 s"),

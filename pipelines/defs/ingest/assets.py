@@ -5,7 +5,7 @@ rules, a file that cannot be used fails alone, the warehouse mirrors the folder)
 lists the folder, logs, and records what happened: table metadata, and the non-blocking check
 `every_trace_file_ingested`, which fails until every file reads (non-blocking, so the other
 files' rows still flow to replay and the reports). The failures are also in the warehouse
-(failed_trace_files, written by ingest_folder), where the summary reads them.
+(failed_trace_files, written by ingest_folder), where the summary and the report read them.
 """
 
 from pathlib import Path

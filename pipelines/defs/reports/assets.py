@@ -67,7 +67,8 @@ def report_charts_files(duckdb: DuckDBResource) -> dg.MaterializeResult:
                                       "requests", "models", "fleet_timeline", "trace_files"])
 def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     """report.md and report.html: the headline (with where each number comes from), the charts,
-    the tables, the physics caveats of the replayed deployment (roofline.caveat), how many
+    the tables, the physics caveats of the replayed deployment (roofline.caveat), the trace
+    files the last ingest could not read (failed_trace_files) and the rows it rejected, how many
     requests the replay set aside (unserved_requests), which no figure holds, and the traces
     whose log names another model than the deployment serves (other_model_lines), and the files of
     one log counted as two traces or more (duplicate_lines)."""
@@ -82,6 +83,7 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
         copies = duplicate_lines(conn)
         prices = run_sql(conn, "report_prices").fetchall()
         incomplete = run_sql(conn, "summary_incomplete_files").fetchall()
+        failed = run_sql(conn, "summary_failed_files").fetchall()
     directory = settings.reports_dir()
     directory.mkdir(parents=True, exist_ok=True)
     md, page = directory / "report.md", directory / "report.html"
@@ -90,9 +92,10 @@ def report(duckdb: DuckDBResource) -> dg.MaterializeResult:
     except FileNotFoundError as exc:
         raise dg.Failure(f"{exc.filename} is missing: materialize report_charts_files first") from None
     md.write_text(report_markdown(tables, deployment, {stem: f"{stem}.png" for stem in specs},
-                                  caveats, unserved, other_models, copies, prices, incomplete))
+                                  caveats, unserved, other_models, copies, prices, incomplete,
+                                  failed))
     page.write_text(report_html(tables, deployment, specs, caveats, unserved, other_models, copies,
-                                prices, incomplete))
+                                prices, incomplete, failed))
     return dg.MaterializeResult(metadata={
         "report_md": dg.MetadataValue.path(str(md)),
         "report_html": dg.MetadataValue.path(str(page)),
