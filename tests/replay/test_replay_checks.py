@@ -15,23 +15,29 @@ from pipelines.defs.replay.checks import (
     replayed_model_is_the_logged_one,
     ttft_covers_prefill,
 )
+from pipelines.replay.api import replay_fleet
+from pipelines.roofline import load_catalog
 from pipelines.warehouse import write_table
 
 STAGES = {"trace": ["t"] * 3, "scenario": ["baseline"] * 3, "deployment": ["d"] * 3,
           "request_id": ["a", "b", "c"], "queue_s": [0.0, -0.5, 0.0], "prefill_s": [0.1] * 3,
           "decode_s": [1.0] * 3, "network_s": [0.0] * 3, "prefill_gpu_s": [0.4] * 3,
           "decode_gpu_s": [4.0] * 3, "gpu_s": [4.4] * 3, "e2e_s": [1.1, 1.1, 1.1],
-          "ttft_s": [0.2, 0.2, 0.05], "finished_s": [1.0, 2.0, 10.0]}
+          "ttft_s": [0.2, 0.2, 0.05], "finished_s": [1.0, 2.0, 10.0], "replica": [0, 1, 0]}
 
 
 def _warehouse(tmp_path, idle_gpu_s: float) -> str:
+    """Trace t on 2 replicas x 2 GPUs for 10 s (40 GPU-s): replica 0 busy 8.8 GPU-s with requests
+    a and c, replica 1 busy 4.4 with b, and `idle_gpu_s` idle on replica 0."""
     path = str(tmp_path / f"w{idle_gpu_s}.duckdb")
     with duckdb.connect(path) as conn:
         write_table(conn, "request_stages", pl.DataFrame(STAGES))
         write_table(conn, "fleet_timeline", pl.DataFrame(
-            {"trace": ["t"], "scenario": ["baseline"], "deployment": ["d"], "idle_gpu_s": [idle_gpu_s]}))
+            {"trace": ["t"] * 2, "scenario": ["baseline"] * 2, "deployment": ["d"] * 2,
+             "replica": [0, 1], "busy_gpu_s": [8.8, 4.4], "idle_gpu_s": [idle_gpu_s, 0.0]}))
         write_table(conn, "roofline", pl.DataFrame(
-            {"deployment": ["d"], "replicas": [1], "gpus_per_replica": [4]}))
+            {"deployment": ["d"], "replicas": [2], "gpus_per_replica": [2],
+             "decode_step_s_batch1_ctx1k": [0.02]}))
     return path
 
 
@@ -56,7 +62,7 @@ def test_a_ttft_below_prefill_is_named_in_one_line_and_listed(tmp_path):
 
 
 def test_unconserved_gpu_seconds_name_the_fleet_and_both_sides(tmp_path):
-    # 3 x 4.4 attributed + 26.8 idle = 40 = 1 x 4 GPUs x 10 s: conserved; 20 idle: 33.2 of 40
+    # 3 x 4.4 attributed + 26.8 idle = 40 = 2 x 2 GPUs x 10 s: conserved; 20 idle: 33.2 of 40
     assert _run(gpu_seconds_conserved, _warehouse(tmp_path, 26.8)).description is None
     result = _run(gpu_seconds_conserved, _warehouse(tmp_path, 20.0))
     assert not result.passed
@@ -75,6 +81,96 @@ def test_a_fleet_with_no_timeline_fails_the_conservation_check_by_name(tmp_path)
     assert result.description == ("u (baseline): its GPU-seconds cannot be balanced (no"
                                   " fleet_timeline rows, or a deployment not in roofline)")
     assert result.metadata["fleets"].value == 2 and result.metadata["unbalanced_fleets"].value == 1
+
+
+WEEK_S = 604_800.0
+
+
+def _idle_week(tmp_path, attributed: list[float], busy: list[float]) -> str:
+    """Trace w on 3 replicas x 4 GPUs for a week (7,257,600 GPU-s), busy a minute: replica i's one
+    request attributed `attributed[i]` GPU-s, its timeline `busy[i]` busy and the rest idle."""
+    path = str(tmp_path / "week.duckdb")
+    replicas = range(len(busy))
+    with duckdb.connect(path) as conn:
+        write_table(conn, "request_stages", pl.DataFrame({
+            "trace": "w", "scenario": "baseline", "deployment": "d", "replica": list(replicas),
+            "request_id": [f"w:{i + 2}" for i in replicas], "gpu_s": attributed,
+            "finished_s": [WEEK_S - i for i in replicas]}))
+        write_table(conn, "fleet_timeline", pl.DataFrame({
+            "trace": "w", "scenario": "baseline", "deployment": "d", "replica": list(replicas),
+            "busy_gpu_s": busy, "idle_gpu_s": [4 * WEEK_S - b for b in busy]}))
+        write_table(conn, "roofline", pl.DataFrame(
+            {"deployment": ["d"], "replicas": [len(busy)], "gpus_per_replica": [4],
+             "decode_step_s_batch1_ctx1k": [0.02]}))
+    return path
+
+
+def test_a_replicas_attribution_error_on_a_mostly_idle_fleet_fails_by_name(tmp_path):
+    """Against a week's capacity, 30 of a minute's 69.4 busy GPU-seconds attributed a millionth
+    too many is an error of 4e-12, and the check passed; against that replica's busy seconds it is
+    a millionth, far above what the replay's arithmetic leaves (the tolerance: twice BUSY_SNAP
+    plus the clock's resolution over a week, span x 2^-52 / the 0.02-s decode step)."""
+    assert _run(gpu_seconds_conserved, _idle_week(tmp_path, [20.0, 30.0, 19.4], [20.0, 30.0, 19.4])).passed
+    result = _run(gpu_seconds_conserved, _idle_week(tmp_path, [20.0, 30.00003, 19.4], [20.0, 30.0, 19.4]))
+    assert not result.passed
+    assert result.description == ("w (baseline) replica 1: attributed = 30.00003 GPU-s, but the"
+                                  " replica was busy 30 GPU-s (relative error 1e-06, tolerance 8.71e-09)")
+    assert result.metadata["worst_relative_error"].value < 1e-11   # the capacity balances
+
+
+def test_replica_errors_that_cancel_over_the_fleet_fail(tmp_path):
+    """A GPU-second attributed to replica 0 that replica 1 ran: the fleet's sum is exact, both
+    replicas are off; the worse relative to its busy seconds is named, and the other counted."""
+    result = _run(gpu_seconds_conserved, _idle_week(tmp_path, [21.0, 29.0, 19.4], [20.0, 30.0, 19.4]))
+    assert not result.passed
+    assert result.metadata["worst_relative_error"].value == 0.0
+    assert result.description == ("w (baseline) replica 0: attributed = 21 GPU-s, but the replica"
+                                  " was busy 20 GPU-s (relative error 0.05, tolerance 8.71e-09);"
+                                  " 1 more such replica(s)")
+
+
+def test_a_replica_balances_with_no_requests_only_if_never_busy(tmp_path):
+    """A replica no request was routed to has fleet_timeline rows and no request_stages rows: it
+    balances at 0 busy GPU-seconds, and busy without a request fails (-1), as requests without
+    busy time do (an infinite error)."""
+    assert _run(gpu_seconds_conserved, _idle_week(tmp_path, [20.0, 30.0, 0.0], [20.0, 30.0, 0.0])).passed
+    path = _idle_week(tmp_path, [20.0, 30.0, 0.0], [20.0, 30.0, 0.0])
+    with duckdb.connect(path) as conn:
+        conn.execute("DELETE FROM request_stages WHERE replica = 2")
+    assert _run(gpu_seconds_conserved, path).passed
+    with duckdb.connect(path) as conn:   # a GPU-second replica 2 ran, attributed on replica 1
+        conn.execute("UPDATE fleet_timeline SET busy_gpu_s = 1, idle_gpu_s = idle_gpu_s - 1"
+                     " WHERE replica = 2")
+        conn.execute("UPDATE request_stages SET gpu_s = 31 WHERE replica = 1")
+    result = _run(gpu_seconds_conserved, path)
+    assert not result.passed and result.description.startswith(
+        "w (baseline) replica 2: attributed = 0 GPU-s, but the replica was busy 1 GPU-s (relative error -1,")
+    # a GPU-second replica 1 ran, attributed to a request on replica 2, which never ran a step
+    result = _run(gpu_seconds_conserved, _idle_week(tmp_path, [20.0, 29.0, 1.0], [20.0, 30.0, 0.0]))
+    assert not result.passed and result.description.startswith(
+        "w (baseline) replica 2: attributed = 1 GPU-s, but the replica was busy 0 GPU-s (relative error inf,")
+
+
+def test_a_sound_replay_over_a_year_passes_though_its_clock_rounds_off_more_than_a_billionth(tmp_path):
+    """Three one-token requests over a year, each a single step: the timeline records a step as
+    its end less its start, each near 3e7 s, and rounds off up to half an ulp of it (~2e-9 s) of
+    an 8-ms step: attributed and busy seconds differ by ~1e-7 of the busy, which a tolerance of a
+    billionth would stop the run on; the clock's resolution (span x 2^-52 / a decode step, ~9e-7)
+    lets it pass."""
+    deployment = load_catalog().deployment("seed-example")
+    result = replay_fleet(pl.DataFrame({
+        "request_id": ["a", "b", "c"], "arrival_s": [1.0, 1.6e7, 3.15e7],
+        "prompt_tokens": [20, 30, 40], "output_tokens": [1, 1, 1]}), deployment, 60.0)
+    labels = {"trace": pl.lit("y"), "scenario": pl.lit("baseline"),
+              "deployment": pl.lit(deployment.name)}
+    path = str(tmp_path / "year.duckdb")
+    with duckdb.connect(path) as conn:
+        write_table(conn, "request_stages", result.stages.select(*result.stages.columns, **labels))
+        write_table(conn, "fleet_timeline", result.timeline.select(*result.timeline.columns, **labels))
+        write_table(conn, "roofline", pl.DataFrame([deployment.as_row()]))
+    check = _run(gpu_seconds_conserved, path)
+    assert check.passed, check.description
+    assert check.metadata["worst_busy_relative_error"].value > 1e-8
 
 
 def test_passing_checks_say_nothing_more(tmp_path):

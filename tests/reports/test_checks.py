@@ -96,3 +96,26 @@ def test_a_what_if_fleet_without_stages_fails_and_all_skipped_passes(tmp_path):
         conn.execute("DELETE FROM scenario_stages")
         conn.execute("UPDATE scenario_fleets SET skipped = 'no KV room'")
     assert scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path))).passed
+
+
+def test_a_what_if_fleets_attribution_error_on_a_mostly_idle_day_fails(tmp_path):
+    """A what-if fleet of 2 x 2 GPUs for a day (345,600 GPU-s), busy 6 of them: attributed
+    seconds a hundred-thousandth over its busy ones are 2e-10 of its capacity, which passed; the
+    busy seconds (capacity less idle) name them, beyond the day's clock resolution (span x 2^-52
+    per 1e-4 s of step) and the subtraction's rounding."""
+    path = tmp_path / "day.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        write_table(conn, "scenario_stages", pl.DataFrame({
+            "trace": ["t"] * 2, "scenario": ["x"] * 2, "request_id": ["1", "2"],
+            "gpu_s": [3.0, 3.00006], "finished_s": [2.0, 86_400.0]}))
+        write_table(conn, "scenario_fleets", pl.DataFrame({
+            "trace": ["t"], "scenario": ["x"], "replicas": [2], "gpus_per_replica": [2],
+            "idle_gpu_s": [345_594.0], "skipped": [None]}, schema_overrides={"skipped": pl.String}))
+    result = scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path)))
+    assert not result.passed
+    assert result.metadata["worst_relative_error"].value < 1e-9
+    assert result.description == ("t (x): attributed = 6.00006 GPU-s, but the fleet was busy 6 GPU-s"
+                                  " (relative error 1e-05, tolerance 1.94e-07)")
+    with duckdb.connect(str(path)) as conn:
+        conn.execute("UPDATE scenario_stages SET gpu_s = 3")
+    assert scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path))).passed

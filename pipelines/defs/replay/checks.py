@@ -10,10 +10,15 @@ import dagster as dg
 import polars as pl
 from dagster_duckdb import DuckDBResource
 
+from pipelines.replay.api import BUSY_SNAP
 from pipelines.reports.text import markdown_table, other_model_lines
 from pipelines.warehouse import run_sql, scalar
 
 CONSERVATION_TOLERANCE = 1e-9
+# Attributed against busy GPU-seconds: a bin within BUSY_SNAP of whole is made whole, which moves
+# busy time by up to BUSY_SNAP of it; twice that leaves as much again for the sums' rounding. The
+# replay's clock adds its own resolution, per row (busy_resolution, sql/replica_gpu_balance.sql).
+BUSY_TOLERANCE = 2 * BUSY_SNAP
 SHOWN = 5
 # Rows in the order of their files: a request id is trace:line, and as text 'x:10' sorts before
 # 'x:2'; within a trace (one prefix) the shorter id is the earlier line.
@@ -66,30 +71,37 @@ def ttft_covers_prefill(duckdb: DuckDBResource) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset="request_stages", blocking=True, additional_deps=["fleet_timeline", "roofline"])
 def gpu_seconds_conserved(duckdb: DuckDBResource) -> dg.AssetCheckResult:
-    """attributed + idle GPU-seconds = replicas x GPUs per replica x replayed span, per fleet."""
+    """attributed + idle GPU-seconds = replicas x GPUs per replica x replayed span, per fleet, and
+    attributed = busy GPU-seconds (fleet_timeline's), per replica (sql/replica_gpu_balance.sql)."""
     with duckdb.get_connection() as conn:
         run_sql(conn, "gpu_conservation")
-        return conservation_result(conn, "gpu_conservation",
+        run_sql(conn, "replica_gpu_balance")
+        return conservation_result(conn, "gpu_conservation", "replica_gpu_balance",
                                    "no fleet_timeline rows, or a deployment not in roofline")
 
 
-def conservation_result(conn, view: str, unaccounted: str, *,
+def conservation_result(conn, view: str, balance: str, unaccounted: str, *,
                         no_fleet_passes: bool = False) -> dg.AssetCheckResult:
     """The result of a GPU-seconds conservation view (sql/gpu_conservation.sql and its what-if
-    twin): passed when every fleet's relative error is within CONSERVATION_TOLERANCE; a fleet
-    whose error is NULL, one side of the balance missing (`unaccounted` says which can be), fails
-    too, named first. A view without fleets fails unless `no_fleet_passes` (every what-if
-    scenario skipped leaves nothing to balance; a replay always has a fleet)."""
+    twin): passed when every fleet's relative error is within CONSERVATION_TOLERANCE of its
+    capacity; a fleet whose error is NULL, one side of the balance missing (`unaccounted` says
+    which can be), fails too, named first. A view without fleets fails unless `no_fleet_passes`
+    (every what-if scenario skipped leaves nothing to balance; a replay always has a fleet).
+    Where every fleet balances its capacity, `balance` (per replica, sql/replica_gpu_balance.sql,
+    or per fleet, the what-if view itself) must balance attributed against busy GPU-seconds to
+    BUSY_TOLERANCE + its busy_resolution, the worst part named: a mostly idle fleet's capacity
+    hides an attribution error, and one replica's error can cancel another's."""
     fleets, worst, missing = conn.execute(
         f"SELECT count(*), max(abs(relative_error)), count(*) FILTER (relative_error IS NULL)"
         f" FROM {view}").fetchone()
     row = conn.execute(f"SELECT trace, scenario, printf('%,.1f', attributed_gpu_s + idle_gpu_s),"
                        f" printf('%,.1f', capacity_gpu_s), printf('%.3g', relative_error)"
                        f" FROM {view} ORDER BY abs(relative_error) DESC NULLS FIRST LIMIT 1").fetchall()
-    passed = (fleets == 0 and no_fleet_passes) or (
+    conserved = (fleets == 0 and no_fleet_passes) or (
         fleets > 0 and missing == 0 and worst <= CONSERVATION_TOLERANCE)
-    if passed:
-        description = None
+    off, worst_busy, first_off = _busy_balance(conn, balance)
+    if conserved:
+        description = first_off
     elif not row:
         description = f"no fleet to check in {view}"
     else:
@@ -100,10 +112,34 @@ def conservation_result(conn, view: str, unaccounted: str, *,
                        f"{trace} ({scenario}): its GPU-seconds cannot be balanced ({unaccounted})"
                        f"{f'; {missing - 1:,} more such fleet(s)' if missing > 1 else ''}")
     return dg.AssetCheckResult(
-        passed=passed, description=description,
+        passed=conserved and off == 0, description=description,
         metadata={"fleets": fleets, "unbalanced_fleets": missing,
-                  "worst_relative_error": float(worst or 0.0), "tolerance": CONSERVATION_TOLERANCE},
+                  "worst_relative_error": float(worst or 0.0), "tolerance": CONSERVATION_TOLERANCE,
+                  "busy_unbalanced": off, "worst_busy_relative_error": worst_busy},
     )
+
+
+def _busy_balance(conn, balance: str) -> tuple[int, float, str | None]:
+    """How many rows of `balance` attribute other GPU-seconds than they were busy, beyond
+    BUSY_TOLERANCE + their busy_resolution (a row missing a side, NULL, is the fleet check's),
+    their worst relative error, and a line naming the worst of them against its own tolerance
+    (None where none is off): its trace, scenario, replica where the view has one, both sides."""
+    limit = f"{BUSY_TOLERANCE!r} + busy_resolution"
+    [(off, worst)] = conn.execute(
+        f"SELECT count(*) FILTER (abs(busy_relative_error) > {limit}),"
+        f" coalesce(max(abs(busy_relative_error)), 0) FROM {balance}").fetchall()
+    if off == 0:
+        return 0, worst, None
+    first = conn.sql(f"SELECT *, {limit} AS tolerance FROM {balance}"
+                     f" WHERE abs(busy_relative_error) > {limit}"
+                     f" ORDER BY abs(busy_relative_error) / ({limit}) DESC LIMIT 1").pl().row(0, named=True)
+    where = f" replica {first['replica']}" if "replica" in first else ""
+    part = "replica" if where else "fleet"
+    return off, worst, (
+        f"{first['trace']} ({first['scenario']}){where}: attributed ="
+        f" {first['attributed_gpu_s']:,.12g} GPU-s, but the {part} was busy"
+        f" {first['busy_gpu_s']:,.12g} GPU-s (relative error {first['busy_relative_error']:.3g},"
+        f" tolerance {first['tolerance']:.3g}){f'; {off - 1:,} more such {part}(s)' if off > 1 else ''}")
 
 
 @dg.asset_check(asset="request_stages", blocking=True, additional_deps=["requests", "unserved_requests"])
