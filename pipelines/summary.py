@@ -35,6 +35,7 @@ from pipelines.preflight import warehouse_problem
 from pipelines.reports.text import (
     BASELINE_ROW_COLUMNS,
     CHARGEBACK_COLUMNS,
+    CUT_SHORT_COLUMNS,
     DEPLOYMENT_LINE_COLUMNS,
     HEADLINE_COLUMNS,
     NO_WHAT_IF,
@@ -55,7 +56,7 @@ from pipelines.reports.text import (
     markdown_table,
     what_if_note,
     what_if_scenarios,
-    with_baseline_row,
+    what_if_table,
 )
 from pipelines.warehouse import run_sql
 
@@ -87,7 +88,7 @@ READS = _union(
     {table: () for table in REPORT_TABLES},  # ReportTables.read reads each one whole
     {"fleet_summary": SUMMARY_LINE_COLUMNS, "deployment_summary": DEPLOYMENT_LINE_COLUMNS,
      "shape_spend": SHAPES_SHOWN,
-     "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN, *BASELINE_ROW_COLUMNS)},
+     "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN, *BASELINE_ROW_COLUMNS, *CUT_SHORT_COLUMNS)},
     HEADLINE_COLUMNS,
     {"chargeback": CHARGEBACK_COLUMNS,
      "fleet_summary": ("requests", "attributed_usd", "idle_usd", "spend_usd")},  # chargeback_note
@@ -401,7 +402,7 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     print("\n== What-if replays (all shapes) ==")
     scenarios, skipped = what_if_scenarios(tables.what_if)
     if scenarios.height:
-        print(markdown_table(with_baseline_row(scenarios), WHAT_IFS_SHOWN))
+        print(markdown_table(what_if_table(scenarios, WHAT_IFS_SHOWN), WHAT_IFS_SHOWN))
         print(what_if_note(tables.what_if, tables.fleet_summary))
     else:
         print(NO_WHAT_IF)

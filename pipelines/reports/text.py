@@ -417,6 +417,35 @@ def with_baseline_row(scenarios: pl.DataFrame) -> pl.DataFrame:
     return pl.concat([baseline, scenarios])
 
 
+# The what_if columns cut_short reads (pipelines/summary.py checks a warehouse has them).
+CUT_SHORT_COLUMNS = ("truncated_requests", "requests", "truncated_output_pct")
+
+
+def cut_short(row: dict) -> str | None:
+    """What a scenario that shortens answers (an output cap) cuts, from its what_if row: "cuts
+    6,614 of 28,185 answers short, 25.94% of all output tokens"; None where it cuts none. The
+    headline and the what-if tables say it in these words."""
+    if not row["truncated_requests"]:
+        return None
+    return (f"cuts {row['truncated_requests']:,} of {row['requests']:,} answers short,"
+            f" {_fmt(row['truncated_output_pct'])}% of all output tokens")
+
+
+def what_if_table(scenarios: pl.DataFrame, columns: dict[str, str]) -> pl.DataFrame:
+    """The frame a what-if table of `columns` shows (the report's WHAT_IF_COLUMNS, the summary's
+    narrower ones): `scenarios` (what_if_scenarios' replayed rows) under the baseline row, a
+    scenario that cuts answers short saying so (cut_short) in its "what changes" cell, or in its
+    scenario cell where the table has none. The demo's output-cap-256 read -2.05% beside levers
+    that serve the same answers, while it cuts 6,614 of 28,185 short and its busy cost per output
+    token rises 32%: a change of the product, which only the headline said, and only when it
+    named that lever. Every other row reads as with_baseline_row gives it."""
+    into = "change" if "change" in columns else "scenario"
+    said = [cell if text is None else f"{cell}; {text}"
+            for cell, text in zip(scenarios[into], map(cut_short, scenarios.iter_rows(named=True)),
+                                  strict=True)]
+    return with_baseline_row(scenarios.with_columns(pl.Series(into, said, pl.String)))
+
+
 # Table -> the columns headline_facts (and best_scenario) read (pipelines/summary.py checks them).
 HEADLINE_COLUMNS = {
     "stage_breakdown": ("shape", "stage", "pct_spend"),
@@ -511,9 +540,7 @@ def _product_change(best: dict) -> list[tuple[str, str]]:
     format (fp8, fp4, int8) can change the answers, which the replay does not measure."""
     parts = []
     if best["truncated_requests"]:
-        parts.append((f"it cuts {best['truncated_requests']:,} of {best['requests']:,} answers short,"
-                      f" {_fmt(best['truncated_output_pct'])}% of all output tokens",
-                      "truncated_requests, truncated_output_pct"))
+        parts.append((f"it {cut_short(best)}", "truncated_requests, truncated_output_pct"))
     if best["prefix_cache"] not in (None, "off") and float(best["prefix_cache"]) > 0:
         parts.append(("the saving holds only if the traffic hits the cache that often",
                       "prefix_cache"))
@@ -692,7 +719,7 @@ def report_blocks(t: ReportTables, deployment: str,
         # every scenario skipped (one GPU, a tp that splits nothing): an empty chart and a table
         # of headers alone said nothing
         *([("p", what_if_note(t.what_if, t.fleet_summary)), ("chart", "what_if"),
-           ("table", with_baseline_row(scenarios), WHAT_IF_COLUMNS)] if scenarios.height else
+           ("table", what_if_table(scenarios, WHAT_IF_COLUMNS), WHAT_IF_COLUMNS)] if scenarios.height else
           [("p", NO_WHAT_IF)]),
         *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),
            ("ul", what_if_caveats)] if what_if_caveats else []),

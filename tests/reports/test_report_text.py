@@ -34,8 +34,10 @@ from pipelines.reports.text import (
     table_rows,
     what_if_note,
     what_if_scenarios,
+    what_if_table,
     with_baseline_row,
 )
+from pipelines.summary import WHAT_IFS_SHOWN
 
 
 def _summary(p50_tpot_s, p95_tpot_s) -> pl.DataFrame:
@@ -771,3 +773,37 @@ def test_the_headlines_idle_share_is_of_the_dollars_it_names():
     assert "idle GPUs are 59% of the $58.70 the fleet cost" in said(0.479, 34.83, 58.70)
     [*_, fact, _] = headline_facts(tables)
     assert fact.source == "fleet_summary: trace = 'all', idle_usd, spend_usd"
+
+
+def _capped(delta_usd: float) -> pl.DataFrame:
+    """An output cap's all-shapes row: it cuts 1,234 of 28,185 answers short."""
+    return _what_if(delta_usd, 0.0, scenario="output-cap-256").with_columns(
+        change=pl.lit("outputs capped at 256 tokens"), truncated_requests=pl.lit(1_234, pl.Int64),
+        truncated_output_pct=pl.lit(41.234))
+
+
+def _what_if_rows(blocks: list[tuple]) -> list[list[str]]:
+    [(_, frame, columns)] = [b for b in blocks if b[0] == "table" and b[2] is WHAT_IF_COLUMNS]
+    return table_rows(frame, columns)
+
+
+def test_a_scenario_that_cuts_answers_short_says_so_in_its_what_if_row():
+    """The demo's output-cap-256 cuts 6,614 of 28,185 answers short (25.9% of the output tokens)
+    for -2.05% of busy dollars: per output token its busy cost rises 32%. Only the headline said
+    it, where it names that lever; the report's and the summary's tables showed a plain -2.05
+    beside the levers that serve the same answers. Its row says it, in the "what changes" cell
+    (the summary's table has none: in its scenario cell); every other row reads as it did."""
+    what_if = pl.concat([_what_if(-8.0, 0.0, scenario="fp8"), _capped(-4.0)])
+    plain, _ = what_if_scenarios(what_if)
+    before = table_rows(with_baseline_row(plain), WHAT_IF_COLUMNS)
+    rows = _what_if_rows(report_blocks(_report_tables(what_if), "d"))
+    said = "cuts 1,234 of 28,185 answers short, 41.23% of all output tokens"
+    assert [row[0] for row in rows] == ["baseline", "fp8", "output-cap-256"]
+    assert rows[2][1] == f"outputs capped at 256 tokens; {said}"
+    assert rows[2][2:] == before[2][2:] and rows[:2] == before[:2]
+    terminal = table_rows(what_if_table(plain, WHAT_IFS_SHOWN), WHAT_IFS_SHOWN)
+    assert terminal[2][0] == f"output-cap-256; {said}"
+    assert terminal[:2] == table_rows(with_baseline_row(plain), WHAT_IFS_SHOWN)[:2]
+    # the headline's words are the row's
+    [*_, lever] = headline_facts(_tables(_capped(-8.0)))
+    assert f"(outputs capped at 256 tokens; it {said})" in lever.text
