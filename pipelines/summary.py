@@ -41,6 +41,7 @@ from pipelines.reports.text import (
     NO_WHAT_IF,
     REPORT_TABLES,
     SHAPE_COLUMNS,
+    SHAPE_SIGN_COLUMNS,
     SKIPPED_INTRO,
     SPEND_NOTE,
     STAGES_NOTE,
@@ -54,6 +55,7 @@ from pipelines.reports.text import (
     other_model_lines,
     headline,
     markdown_table,
+    shape_sign_note,
     what_if_note,
     what_if_scenarios,
     what_if_table,
@@ -88,7 +90,8 @@ READS = _union(
     {table: () for table in REPORT_TABLES},  # ReportTables.read reads each one whole
     {"fleet_summary": SUMMARY_LINE_COLUMNS, "deployment_summary": DEPLOYMENT_LINE_COLUMNS,
      "shape_spend": SHAPES_SHOWN,
-     "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN, *BASELINE_ROW_COLUMNS, *CUT_SHORT_COLUMNS)},
+     "what_if": ("shape", "skipped", *WHAT_IFS_SHOWN, *BASELINE_ROW_COLUMNS, *CUT_SHORT_COLUMNS,
+                 *SHAPE_SIGN_COLUMNS)},
     HEADLINE_COLUMNS,
     {"chargeback": CHARGEBACK_COLUMNS,
      "fleet_summary": ("requests", "attributed_usd", "idle_usd", "spend_usd")},  # chargeback_note
@@ -404,6 +407,9 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     if scenarios.height:
         print(markdown_table(what_if_table(scenarios, WHAT_IFS_SHOWN), WHAT_IFS_SHOWN))
         print(what_if_note(tables.what_if, tables.fleet_summary))
+        shape_sign = shape_sign_note(tables.what_if)
+        if shape_sign:
+            print(shape_sign)
     else:
         print(NO_WHAT_IF)
     if skipped:

@@ -446,6 +446,40 @@ def what_if_table(scenarios: pl.DataFrame, columns: dict[str, str]) -> pl.DataFr
     return with_baseline_row(scenarios.with_columns(pl.Series(into, said, pl.String)))
 
 
+# The what_if columns shape_sign_note reads (pipelines/summary.py checks a warehouse has them).
+SHAPE_SIGN_COLUMNS = ("scenario", "shape", "rank", "delta_pct", "delta_usd_per_day", "skipped")
+
+
+def shape_sign_note(what_if: pl.DataFrame) -> str | None:
+    """One sentence under the what-if table where a shape's Δ spend % has the opposite sign to
+    its scenario's all-shapes row, naming the first such shape (scenarios in the table's order,
+    then by rank) with both figures; None where every shape goes its scenario's way. The
+    attribution rule splits each step's GPU time among the requests in it: on the demo's conv
+    trace, busy 99.7% of the time, fp8 cuts busy GPU-seconds 0.26% while its decode GPU-seconds
+    rise 7.7%, shape #1 costs 2.36% more and 44% of the requests cost more, as faster steps are
+    shared by fewer requests. The report pointed readers to the per-shape deltas with no word
+    of it (README "What-if scenarios" says why at more length)."""
+    scenarios = what_if.filter((pl.col("shape") == "all") & pl.col("skipped").is_null()).select(
+        "scenario", order=pl.col("delta_usd_per_day"), all_pct=pl.col("delta_pct"))
+    against = (what_if.filter(pl.col("shape") != "all").join(scenarios, on="scenario")
+               .filter(pl.col("delta_pct") * pl.col("all_pct") < 0)
+               .sort("order", "scenario", "rank"))
+    if not against.height:
+        return None
+    row = against.row(0, named=True)
+    return (f"A shape's Δ spend % in the `what_if` table can have the opposite sign to its"
+            f" scenario's: under `{row['scenario']}`, shape #{row['rank']} '{row['shape']}' changes"
+            f" by {_signed_pct(row['delta_pct'])} while all shapes change by"
+            f" {_signed_pct(row['all_pct'])}, because each step's GPU time is split among the"
+            f" requests in it, and a lever that changes how long steps take also changes how many"
+            f" requests share each one; the lever's effect is the `all` row and Δ fleet $/day.")
+
+
+def _signed_pct(value: float) -> str:
+    """A Δ spend % as the table's cell reads, with its sign: +2.36%, -5.68%."""
+    return f"{'+' if value > 0 else ''}{_fmt(value)}%"
+
+
 # Table -> the columns headline_facts (and best_scenario) read (pipelines/summary.py checks them).
 HEADLINE_COLUMNS = {
     "stage_breakdown": ("shape", "stage", "pct_spend"),
@@ -690,6 +724,7 @@ def report_blocks(t: ReportTables, deployment: str,
     what_if_caveats = [text for section, text in caveats if section == "what_if"]
     left_out = unserved_sentence(unserved)
     rejected = rejected_sentence(incomplete)
+    shape_sign = shape_sign_note(t.what_if)
     return [
         ("h1", "fleetspend report"),
         *[("p", f"**Caveat:** {c}") for c in baseline_caveats],
@@ -719,7 +754,8 @@ def report_blocks(t: ReportTables, deployment: str,
         # every scenario skipped (one GPU, a tp that splits nothing): an empty chart and a table
         # of headers alone said nothing
         *([("p", what_if_note(t.what_if, t.fleet_summary)), ("chart", "what_if"),
-           ("table", what_if_table(scenarios, WHAT_IF_COLUMNS), WHAT_IF_COLUMNS)] if scenarios.height else
+           ("table", what_if_table(scenarios, WHAT_IF_COLUMNS), WHAT_IF_COLUMNS),
+           *([("p", shape_sign)] if shape_sign else [])] if scenarios.height else
           [("p", NO_WHAT_IF)]),
         *([("p", "**Caveats** of what-if fleets (`scenario_fleets.caveat`):"),
            ("ul", what_if_caveats)] if what_if_caveats else []),

@@ -236,20 +236,27 @@ def test_report_files(demo_run):
         assert "vega" in html and "<script src=\"http" not in html  # inline: viewable offline
 
 
-def test_the_demos_what_if_tables_say_what_the_output_cap_cuts(demo_run, monkeypatch, capsys):
+def test_the_demos_what_if_tables_say_what_the_cap_cuts_and_a_shape_against_its_lever(
+        demo_run, monkeypatch, capsys):
     """output-cap-256 read a plain -2.05% beside the levers in report.md, report.html and the
     summary while it cuts 6,614 of 28,185 answers short; its row says so now, and the other rows
-    read as they did."""
+    read as they did. Under the table, one sentence says why a shape's delta can go against its
+    scenario's (tp2-fp8: -7.51% of busy dollars, its shape #1 +2.79%)."""
     cut = "cuts 6,614 of 28,185 answers short, 25.94% of all output tokens"
+    against = ("A shape's Δ spend % in the `what_if` table can have the opposite sign to its"
+               " scenario's: under `tp2-fp8`, shape #1 'medium prompt / long answer' changes by"
+               " +2.79% while all shapes change by -7.51%, because")
     report = (demo_run / "reports" / "report.md").read_text()
     assert f"\n| output-cap-256 | outputs capped at 256 tokens; {cut} | 91.45 | -2.05 |" in report
     assert "\n| fp8 | weights bf16 → fp8; KV cache bf16 → fp8 | 88.06 | -5.68 |" in report
+    assert f" | 1,408 |\n\n{against}" in report   # the table's last row (b200), then the sentence
     html = (demo_run / "reports" / "report.html").read_text()
     assert f"<td>outputs capped at 256 tokens; {cut}</td>" in html
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(demo_run / "warehouse" / "fleetspend.duckdb"))
     assert summary.main() == 0
     out = capsys.readouterr().out
     assert f"\n| output-cap-256; {cut} | 91.45 | -2.05 |" in out and "\n| fp8 | 88.06 | -5.68 |" in out
+    assert f"\n{against}" in out
 
 
 def test_summary_names_trace_files_the_warehouse_lacks(demo_run, monkeypatch, capsys):

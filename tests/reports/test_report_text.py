@@ -32,6 +32,7 @@ from pipelines.reports.text import (
     rejected_sentence,
     unserved_sentence,
     table_rows,
+    shape_sign_note,
     what_if_note,
     what_if_scenarios,
     what_if_table,
@@ -113,7 +114,8 @@ def _what_if(delta_usd: float, delta_fleet_usd: float, worst_trace_ttft: float =
     the fleet's cost changing by delta_fleet_usd over it (24 x that per day); pooled p95 TTFT
     1.5 → 1.0 s, the worst trace's own p95 TTFT changing by worst_trace_ttft."""
     return pl.DataFrame({
-        "shape": ["all"], "scenario": [scenario], "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
+        "shape": ["all"], "rank": [0], "scenario": [scenario],
+        "change": ["tp 4 → 2; 12 → 12 GPUs per trace"],
         "requests": [28_185], "truncated_requests": [0], "truncated_output_pct": [0.0],
         "prefix_cache": [None], "lower_precision": [False], "price_only": [False],
         "baseline_usd": [100.0], "spend_usd": [100.0 + delta_usd],
@@ -807,3 +809,36 @@ def test_a_scenario_that_cuts_answers_short_says_so_in_its_what_if_row():
     # the headline's words are the row's
     [*_, lever] = headline_facts(_tables(_capped(-8.0)))
     assert f"(outputs capped at 256 tokens; it {said})" in lever.text
+
+
+def _shape(what_if: pl.DataFrame, rank: int, shape: str, delta_pct: float) -> pl.DataFrame:
+    """A shape row of `what_if`'s scenario, its Δ spend % as given."""
+    return what_if.with_columns(rank=pl.lit(rank, pl.Int64), shape=pl.lit(shape), delta_pct=pl.lit(delta_pct))
+
+
+def test_a_shape_whose_delta_goes_against_its_scenarios_is_explained_under_the_table():
+    """On the demo's conv trace (busy 99.7% of the time), fp8 cuts busy GPU-seconds 0.26% while
+    shape #1 costs 2.36% more and 44% of the requests cost more: each step's GPU time is split
+    among the requests in it, and faster steps are shared by fewer. The report pointed readers
+    to per-shape deltas with no word of it; one sentence under the table names the first such
+    shape (in the table's order, then by rank) with its figures, and none is said where every
+    shape goes the scenario's way."""
+    fp8, cap = _what_if(-8.0, 0.0, scenario="fp8"), _capped(-4.0)
+    what_if = pl.concat([fp8, _shape(fp8, 1, "long prompt / one-line answer", -12.0),
+                         _shape(fp8, 2, "short prompt / long answer", 0.0),
+                         cap, _shape(cap, 2, "short prompt / long answer", 28.374),
+                         _shape(cap, 1, "long prompt / one-line answer", 3.5)])
+    blocks = report_blocks(_report_tables(what_if), "d")
+    table = next(i for i, b in enumerate(blocks) if b[0] == "table" and b[2] is WHAT_IF_COLUMNS)
+    assert blocks[table + 1] == ("p", (
+        "A shape's Δ spend % in the `what_if` table can have the opposite sign to its"
+        " scenario's: under `output-cap-256`, shape #1 'long prompt / one-line answer' changes"
+        " by +3.50% while all shapes change by -4.00%, because each step's GPU time is split"
+        " among the requests in it, and a lever that changes how long steps take also changes"
+        " how many requests share each one; the lever's effect is the `all` row and Δ fleet"
+        " $/day."))
+    assert shape_sign_note(what_if) == blocks[table + 1][1]
+    along = what_if.filter(pl.col("scenario") == "fp8")
+    assert shape_sign_note(along) is None
+    assert not any("opposite sign" in b[1] for b in report_blocks(_report_tables(along), "d")
+                   if b[0] == "p")
