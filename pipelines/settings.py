@@ -3,6 +3,7 @@ environment variable; the default paths stay inside the checkout, in folders git
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
@@ -65,6 +66,27 @@ def lock_wait_s() -> float:
 
 
 DEFAULT_DEPLOYMENT = "azure-2023-70b-h100"
+
+# Every FLEETSPEND_ variable a run reads (this module's functions), and the one only the tests
+# and the benches read: their folder of public traces (tests/public_traces.py).
+SETTINGS = ("FLEETSPEND_WAREHOUSE", "FLEETSPEND_TRACE_DIR", "FLEETSPEND_REPORTS_DIR",
+            "FLEETSPEND_REFERENCE_DIR", "FLEETSPEND_NIGHTLY_CRON", LOCK_WAIT_SETTING,
+            "FLEETSPEND_DEPLOYMENT")
+TEST_SETTINGS = ("FLEETSPEND_PUBLIC_TRACES",)
+
+
+def unknown_settings(environ=os.environ) -> list[str]:
+    """A line for each FLEETSPEND_ variable set in `environ` that nothing reads, with the setting
+    it is likely a slip of: a cron line's FLEETSPEND_TRACES_DIR=/logs is silently ignored and the
+    run ingests the demo's samples (the preflight's line says where traces come from, but not
+    that a variable beside it was set for nothing)."""
+    lines = []
+    known = (*SETTINGS, *TEST_SETTINGS)
+    for name in sorted(v for v in environ if v.startswith("FLEETSPEND_") and v not in known):
+        close = difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.8)
+        hint = f"did you mean {close[0]}?" if close else f"the settings are {', '.join(SETTINGS)}"
+        lines.append(f"{name} is set, but fleetspend reads no such setting; {hint}")
+    return lines
 
 
 def deployment_choice(configured: str | None, config: str) -> tuple[str, str]:

@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"configuration ok: warehouse {settings.warehouse_path()}, {traces_from()}, "
           f"reference data {settings.reference_dir()}; {replayed_on(run_config)}")
-    for note in notes:
+    for note in [*settings.unknown_settings(), *notes]:
         print(f"note: {note}")
     return 0
 

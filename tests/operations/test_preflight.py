@@ -13,6 +13,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
+from pipelines import settings
 from pipelines.definitions import build_defs
 from pipelines.publish import private_dir
 from tests.operations.conftest import ROOT
@@ -634,6 +635,8 @@ def test_configuration_ok_names_the_deployment_replayed_and_what_chose_it(tmp_pa
     assert code == 0 and ("; the traces replay on deployment azure-2023-70b-h100 (the default:"
                           " neither run config replayed_fleet.deployment nor FLEETSPEND_DEPLOYMENT"
                           " names one)") in out.splitlines()[0]
+    assert ("note: FLEETSPEND_DEPLOYMNET is set, but fleetspend reads no such setting; did you"
+            " mean FLEETSPEND_DEPLOYMENT?") in out.splitlines()
     monkeypatch.setenv("FLEETSPEND_DEPLOYMENT", "seed-example")
     code, out, _ = _command(tmp_path, monkeypatch, capsys, None)
     assert out.splitlines()[0].endswith(
@@ -761,8 +764,6 @@ def test_configuration_ok_names_the_trace_folder_and_what_chose_it(tmp_path, mon
     """A cron line whose FLEETSPEND_TRACE_DIR is misspelt ingests the demo's sample traces every
     night and prices them as the operator's fleet; 'configuration ok' named the warehouse, the
     catalog and the deployment, but not the folder the logs are read from."""
-    from pipelines import settings
-
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "day1.csv").write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,5,5\n")
@@ -791,3 +792,19 @@ def test_the_preflight_reads_config_json_as_json_as_dagster_does(tmp_path, monke
     assert main(["--config-json", "ops: {}"]) == 2   # YAML, not JSON: dagster refuses it
     err = capsys.readouterr().err
     assert err.startswith("run config --config-json: not readable JSON (") and len(err.splitlines()) == 1
+
+
+def test_a_fleetspend_variable_nothing_reads_is_named_with_the_setting_it_is_likely_a_slip_of():
+    """A cron line's FLEETSPEND_TRACES_DIR=/logs was silently ignored: the run ingested the demo's
+    samples, and the preflight said where traces came from but not that a variable was set for
+    nothing."""
+    environ = {"FLEETSPEND_TRACES_DIR": "/logs", "FLEETSPEND_COLOUR": "blue", "HOME": "/root",
+               "FLEETSPEND_WAREHOUSE": "/w.duckdb", "FLEETSPEND_PUBLIC_TRACES": "/t"}
+    assert settings.unknown_settings(environ) == [
+        "FLEETSPEND_COLOUR is set, but fleetspend reads no such setting; the settings are"
+        " FLEETSPEND_WAREHOUSE, FLEETSPEND_TRACE_DIR, FLEETSPEND_REPORTS_DIR,"
+        " FLEETSPEND_REFERENCE_DIR, FLEETSPEND_NIGHTLY_CRON, FLEETSPEND_LOCK_WAIT_S,"
+        " FLEETSPEND_DEPLOYMENT",
+        "FLEETSPEND_TRACES_DIR is set, but fleetspend reads no such setting; did you mean"
+        " FLEETSPEND_TRACE_DIR?"]
+    assert settings.unknown_settings({"FLEETSPEND_TRACE_DIR": "/logs"}) == []
