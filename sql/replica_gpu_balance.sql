@@ -43,4 +43,7 @@ SELECT
     f.span_s * pow(2, -52) / r.decode_step_s_batch1_ctx1k AS busy_resolution
 FROM balance
 LEFT JOIN fleets AS f USING (trace, scenario)
-LEFT JOIN roofline AS r USING (deployment);
+LEFT JOIN roofline AS r USING (deployment)
+-- a row per replica in a fixed order: the join's hash order differed from run to run, and a run
+-- of the same input must give the same tables (tests/operations/test_idempotency.py)
+ORDER BY trace, scenario, replica;
