@@ -423,15 +423,22 @@ def test_generic_latencies_in_milliseconds_are_read_as_seconds(tmp_path, fmt):
         read_trace(path, format=fmt, time_unit="s", latency_unit="min", columns=columns)
 
 
-def test_a_rejected_millisecond_latency_says_its_value_in_seconds(tmp_path):
-    """A millisecond log's bad row read 'ttft_ms is 0.9, more than e2e_ms 0.2' where the file
-    holds 900 and 200: the values checked are seconds, so the reason says so."""
+def _rejected_reasons_of_a_millisecond_log(tmp_path, rows: str) -> list[str]:
+    """The reasons read_trace rejects rows of a generic CSV with latencies in ms for (`rows`:
+    lines of ts,n,ttft_ms,e2e_ms)."""
     path = tmp_path / "log.csv"
-    path.write_text("ts,n,ttft_ms,e2e_ms\n0,5,130,2500\n1,5,900,200\n2,5,100,100000000\n")
+    path.write_text("ts,n,ttft_ms,e2e_ms\n" + rows)
     result = read_trace(path, format="csv", time_unit="s", latency_unit="ms",
                         columns={"arrival": "ts", "prompt_tokens": "n", "output_tokens": "n",
                                  "observed_ttft_s": "ttft_ms", "observed_e2e_s": "e2e_ms"})
-    assert result.rejected["reason"].to_list() == [
+    return result.rejected["reason"].to_list()
+
+
+def test_a_rejected_millisecond_latency_says_its_value_in_seconds(tmp_path):
+    """A millisecond log's bad row read 'ttft_ms is 0.9, more than e2e_ms 0.2' where the file
+    holds 900 and 200: the values checked are seconds, so the reason says so."""
+    assert _rejected_reasons_of_a_millisecond_log(
+            tmp_path, "0,5,130,2500\n1,5,900,200\n2,5,100,100000000\n") == [
         "ttft_ms is 0.9 s, more than e2e_ms 0.2 s: the first token cannot come after the end of"
         " the answer",
         "e2e_ms is 100000.0 s: not a latency in seconds (0 to 86400); read with latency_unit"
@@ -443,12 +450,7 @@ def test_a_rejected_latency_in_seconds_shows_no_float_noise(tmp_path):
     """950 ms read 'ttft_ms is 0.9500000000000001 s, more than e2e_ms 0.9 s', and -950 ms
     'e2e_ms is -0.9500000000000001 s': Polars divides by the unit as a multiplication by its
     reciprocal, one bit off. The reason shows the seconds to the nanosecond, the finest unit read."""
-    path = tmp_path / "log.csv"
-    path.write_text("ts,n,ttft_ms,e2e_ms\n0,5,950,900\n1,5,100,-950\n")
-    result = read_trace(path, format="csv", time_unit="s", latency_unit="ms",
-                        columns={"arrival": "ts", "prompt_tokens": "n", "output_tokens": "n",
-                                 "observed_ttft_s": "ttft_ms", "observed_e2e_s": "e2e_ms"})
-    assert result.rejected["reason"].to_list() == [
+    assert _rejected_reasons_of_a_millisecond_log(tmp_path, "0,5,950,900\n1,5,100,-950\n") == [
         "ttft_ms is 0.95 s, more than e2e_ms 0.9 s: the first token cannot come after the end of"
         " the answer",
         "e2e_ms is -0.95 s: not a latency in seconds (0 to 86400)"]
