@@ -640,3 +640,16 @@ def test_a_bin_busy_from_end_to_end_has_no_idle_residue():
     assert frame["idle_gpu_s"].to_list() == [0.0, 0.0, pytest.approx(8e-6)]
     assert frame["busy_share"].to_list()[:2] == [1.0, 1.0]
     assert (frame["busy_gpu_s"] + frame["idle_gpu_s"]).to_list() == [480.0, 480.0, 480.0]
+
+
+def test_bins_of_a_width_no_binary_fraction_cover_the_span_the_engine_binned():
+    """A bin's covered seconds were its start plus timeline_bin_s less its start, but the engine
+    bins [b x bin_s, (b + 1) x bin_s): at 0.1 s, which no binary fraction is, each start rounds
+    off, and two days of bins covered 3e-11 more than the span. Per fleet that is 3e-11 of the
+    capacity, but the what-if check's busy seconds are the capacity less the idle ones: a correct
+    replay of four requests read 3e-4 over its attributed seconds and failed the run. Bins of the
+    engine's edges cover the span to its last ulps."""
+    span_s = 172_800.02047210876
+    frame = _timeline_frame(np.zeros((5, 1, int(np.ceil(span_s / 0.1)))), 0.1, span_s, 1.0)
+    assert math.fsum(frame["bin_s"]) == pytest.approx(span_s, rel=1e-15, abs=0)
+    assert math.fsum(frame["idle_gpu_s"]) == pytest.approx(span_s, rel=1e-15, abs=0)
