@@ -151,6 +151,22 @@ def test_a_replica_balances_with_no_requests_only_if_never_busy(tmp_path):
         "w (baseline) replica 2: attributed = 1 GPU-s, but the replica was busy 0 GPU-s (relative error inf,")
 
 
+def test_a_fleet_busy_without_a_single_stage_fails(tmp_path):
+    """Trace u's timeline ran a replica 5 GPU-s and request_stages holds none of u's rows: the
+    balance view has u's replica at -1, but its busy_resolution (u's span, from its stages) is
+    NULL, and the comparison with a NULL tolerance counted it as balanced, so the check passed
+    with a worst busy error of 1 in its own metadata (gpu_conservation, from the stages, has no
+    fleet u to fail on)."""
+    path = _warehouse(tmp_path, 26.8)
+    with duckdb.connect(path) as conn:
+        conn.execute("INSERT INTO fleet_timeline BY NAME SELECT 'u' AS trace, 'baseline' AS scenario,"
+                     " 'd' AS deployment, 0 AS replica, 5.0 AS busy_gpu_s, 0.0 AS idle_gpu_s")
+    result = _run(gpu_seconds_conserved, path)
+    assert not result.passed
+    assert result.description == ("u (baseline) replica 0: attributed = 0 GPU-s, but the replica was"
+                                  " busy 5 GPU-s (relative error -1, tolerance 2e-09)")
+
+
 def test_a_sound_replay_over_a_year_passes_though_its_clock_rounds_off_more_than_a_billionth(tmp_path):
     """Three one-token requests over a year, each a single step: the timeline records a step as
     its end less its start, each near 3e7 s, and rounds off up to half an ulp of it (~2e-9 s) of

@@ -121,10 +121,12 @@ def conservation_result(conn, view: str, balance: str, unaccounted: str, *,
 
 def _busy_balance(conn, balance: str) -> tuple[int, float, str | None]:
     """How many rows of `balance` attribute other GPU-seconds than they were busy, beyond
-    BUSY_TOLERANCE + their busy_resolution (a row missing a side, NULL, is the fleet check's),
-    their worst relative error, and a line naming the worst of them against its own tolerance
-    (None where none is off): its trace, scenario, replica where the view has one, both sides."""
-    limit = f"{BUSY_TOLERANCE!r} + busy_resolution"
+    BUSY_TOLERANCE + their busy_resolution (a row missing a side, NULL, is the fleet check's;
+    a replica busy on a fleet without stages has no span, so no resolution, and BUSY_TOLERANCE
+    alone: its -1 is off, where a NULL tolerance counted it balanced), their worst relative
+    error, and a line naming the worst of them against its own tolerance (None where none is
+    off): its trace, scenario, replica where the view has one, both sides."""
+    limit = f"{BUSY_TOLERANCE!r} + coalesce(busy_resolution, 0)"
     [(off, worst)] = conn.execute(
         f"SELECT count(*) FILTER (abs(busy_relative_error) > {limit}),"
         f" coalesce(max(abs(busy_relative_error)), 0) FROM {balance}").fetchall()
