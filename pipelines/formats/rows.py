@@ -198,8 +198,9 @@ def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl
     """Observed latencies: absent is fine, anything else must be seconds from 0 to a day, and the
     first token cannot come after the end of the answer. A reason shows the values in seconds,
     with their unit: a generic log's column read with latency_unit="ms" holds 900 where the
-    value checked is 0.9, shown to the nanosecond, the finest unit read (Polars divides by the
-    unit as a multiplication by its reciprocal: 950 ms is 0.9500000000000001 s unrounded). A
+    value checked is 0.9, shown to 15 significant digits (Polars divides by the unit as a
+    multiplication by its reciprocal: 950 ms is 0.9500000000000001 s unrounded; rounded to the
+    nanosecond instead, a TTFT of 1.0000000001 s over an e2e of 1.0 read "1.0 s, more than 1.0 s"). A
     generic log's latency beyond a day names its latency_unit too (Labels.latency_unit): a log
     in milliseconds read as seconds is a setting to change."""
     checks = []
@@ -216,13 +217,13 @@ def _latency_checks(labels: Labels, columns: set[str]) -> list[tuple[pl.Expr, pl
         if name in columns:
             for wrong, hint in ((v.is_nan() | v.is_infinite() | (v < 0), ""), (v > MAX_SANE_LATENCY_S, unit_hint)):
                 checks.append((v.is_not_null() & wrong,
-                               pl.format("{} is {} s: not a latency in seconds (0 to {}){}", pl.lit(label), v.round(9),
+                               pl.format("{} is {} s: not a latency in seconds (0 to {}){}", pl.lit(label), v.round_sig_figs(15),
                                          pl.lit(int(MAX_SANE_LATENCY_S)), pl.lit(hint))))
     if {"observed_ttft_s", "observed_e2e_s"} <= columns:
         ttft, e2e = pl.col("observed_ttft_s"), pl.col("observed_e2e_s")
         checks.append((ttft > e2e, pl.format("{} is {} s, more than {} {} s: the first token cannot come after "
-                                             "the end of the answer", pl.lit(labels.ttft), ttft.round(9),
-                                             pl.lit(labels.e2e), e2e.round(9))))
+                                             "the end of the answer", pl.lit(labels.ttft), ttft.round_sig_figs(15),
+                                             pl.lit(labels.e2e), e2e.round_sig_figs(15))))
     return checks
 
 

@@ -449,11 +449,16 @@ def test_a_rejected_millisecond_latency_says_its_value_in_seconds(tmp_path):
 def test_a_rejected_latency_in_seconds_shows_no_float_noise(tmp_path):
     """950 ms read 'ttft_ms is 0.9500000000000001 s, more than e2e_ms 0.9 s', and -950 ms
     'e2e_ms is -0.9500000000000001 s': Polars divides by the unit as a multiplication by its
-    reciprocal, one bit off. The reason shows the seconds to the nanosecond, the finest unit read."""
+    reciprocal, one bit off. The reason shows the seconds to 15 significant digits."""
     assert _rejected_reasons_of_a_millisecond_log(tmp_path, "0,5,950,900\n1,5,100,-950\n") == [
         "ttft_ms is 0.95 s, more than e2e_ms 0.9 s: the first token cannot come after the end of"
         " the answer",
         "e2e_ms is -0.95 s: not a latency in seconds (0 to 86400)"]
+    # rounded to the nanosecond, a difference below it read "1.0 s, more than 1.0 s"
+    assert _rejected_reasons_of_a_millisecond_log(tmp_path, "0,5,1000.0000001,1000\n1,5,1,-1e-7\n") == [
+        "ttft_ms is 1.0000000001 s, more than e2e_ms 1.0 s: the first token cannot come after the"
+        " end of the answer",
+        "e2e_ms is -1e-10 s: not a latency in seconds (0 to 86400)"]
 
 
 def test_a_latency_beyond_a_day_names_the_setting_that_reads_its_unit(tmp_path):
