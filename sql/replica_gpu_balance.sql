@@ -10,9 +10,11 @@
 -- busy_resolution: the relative error the replay's clock alone can leave. The timeline records a
 -- step of d seconds started at t as (t + d) - t, off by up to half an ulp of its end, at most
 -- 2^-53 x span, while the requests' shares sum to d itself. Every step lasts at least half a
--- batch-1 decode step (roofline.decode_step_s_batch1_ctx1k, 96% or more of the shortest step of
--- every catalog deployment: each step reads the weights), so a replica busy b seconds ran at most
--- 2b / that many steps, off by at most b x span x 2^-52 / that. Over a week that is ~1e-8 of b,
+-- batch-1 decode step (roofline.decode_step_s_batch1_ctx1k: the shortest step of any catalog
+-- model on any GPU is 0.93 of it or more, each step reading the weights), so a replica busy b
+-- seconds ran at most 2b / that many steps, off by at most b x span x 2^-52 / that (the adds
+-- into a bin's running total can double that, within the factor of 2 the half leaves). Over a
+-- week that is ~1e-8 of b,
 -- over a year ~1e-6; a year-long replay of a few one-token requests is off by a seventh of it,
 -- ~1e-7, which a bound of a billionth would stop.
 CREATE OR REPLACE VIEW replica_gpu_balance AS

@@ -12,7 +12,8 @@
 -- arithmetic alone can leave of it: the replay's clock, span x 2^-52 / the shortest step, as in
 -- replica_gpu_balance, taking 1e-4 s for that step, as a what-if deployment has no roofline row
 -- (the shortest step of any scenarios.csv row on any catalog deployment is 1.9 ms, and the
--- shortest catalog.build makes of any model on any GPU 1.6 ms: Llama-3.2-1B at batch 1 on a B200),
+-- shortest catalog.build makes of any model on any GPU 0.25 ms: Llama-3.2-1B at batch 1, fp4, on
+-- a B200, with no step overhead, as deployments.csv allows),
 -- and the subtraction, a few dozen ulps of the capacity (its product and the sum of the bins' idle
 -- seconds): 2^-48 of it.
 CREATE OR REPLACE VIEW scenario_gpu_conservation AS
