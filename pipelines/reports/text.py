@@ -229,8 +229,9 @@ def unserved_sentence(unserved: Sequence[tuple]) -> str | None:
             f" {reason}); every figure of this report leaves them out (`unserved_requests`).")
 
 
-# How many unread files the report names one by one; `failed_trace_files` holds them all.
-FAILED_FILES_NAMED = 5
+# How many files a report sentence names one by one (unread files, files with rejected or no
+# rows); `failed_trace_files` and `rejected_requests` hold them all.
+FILES_NAMED = 5
 
 
 def failed_file_error(file: str, error: str) -> str:
@@ -243,7 +244,7 @@ def failed_blocks(failed: Sequence[tuple]) -> list[tuple]:
     """The report's blocks on the trace files the last ingest could not read (rows of
     sql/summary_failed_files.sql: file, error, and the rows_accepted and ingested_at of the
     version it last ingested, null if never): a sentence, then each file (the first
-    FAILED_FILES_NAMED) with its error and what the figures hold of it; no block when every
+    FILES_NAMED) with its error and what the figures hold of it; no block when every
     file read. The run succeeds on such a file and only the summary and an asset check named
     it: a reader of the report alone saw fleet figures that silently missed a whole upload."""
     if not failed:
@@ -252,9 +253,9 @@ def failed_blocks(failed: Sequence[tuple]) -> list[tuple]:
         "never ingested: none of its requests is in any figure" if rows is None else
         f"the figures hold its previous version: {_count(rows, 'request')} ingested"
         f" {ingested_at.astimezone(timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
-        for file, error, rows, ingested_at, *_ in failed[:FAILED_FILES_NAMED]]
-    if len(failed) > FAILED_FILES_NAMED:
-        items.append(f"and {_count(len(failed) - FAILED_FILES_NAMED, 'more file')}"
+        for file, error, rows, ingested_at, *_ in failed[:FILES_NAMED]]
+    if len(failed) > FILES_NAMED:
+        items.append(f"and {_count(len(failed) - FILES_NAMED, 'more file')}"
                      f" (`failed_trace_files` holds each with its error)")
     holds = "it holds" if len(failed) == 1 else "they hold"
     lead = (f"**Trace files not read:** the last ingest could not read"
@@ -267,15 +268,23 @@ def rejected_sentence(incomplete: Sequence[tuple]) -> str | None:
     """The report's one sentence on the log rows ingest rejected (rows of
     sql/summary_incomplete_files.sql: file, rows read, accepted, rejected, the first rejected
     line and its reason), or None when every row of every file is in the figures. The summary
-    names them; a reader of the report alone took its requests for every row of the logs."""
+    names them; a reader of the report alone took its requests for every row of the logs. It
+    names the first FILES_NAMED files of each kind and counts the rest: a folder of hundreds of
+    partly rejected files made one sentence hundreds of files long."""
     if not incomplete:
         return None
+    partly = [row for row in incomplete if row[3]]
     rejected = [f"{count:,} of {read:,} rows of {Path(file).name} (e.g. line {line}: {reason})"
-                for file, read, _, count, line, reason in incomplete if count]
+                for file, read, _, count, line, reason in partly[:FILES_NAMED]]
+    if len(partly) > FILES_NAMED:
+        rest = partly[FILES_NAMED:]
+        rejected.append(f"{sum(row[3] for row in rest):,} rows of {_count(len(rest), 'more file')}")
     empty = [Path(file).name for file, _, _, count, *_ in incomplete if not count]
+    named = ", ".join(empty[:FILES_NAMED]) + (
+        f" and {_count(len(empty) - FILES_NAMED, 'more file')}" if len(empty) > FILES_NAMED else "")
     said = ([f"{'; '.join(rejected)} were rejected at ingest; every figure of this report leaves"
              f" them out (`rejected_requests`, with each row's reason)."] if rejected else [])
-    said += [f"{', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no data row."] if empty else []
+    said += [f"{named} {'has' if len(empty) == 1 else 'have'} no data row."] if empty else []
     return "**Rows left out:** " + " ".join(said)
 
 

@@ -12,7 +12,7 @@ from pipelines.reports import html as html_module
 from pipelines.reports.text import (
     CHARGEBACK_COLUMNS,
     CHARTS,
-    FAILED_FILES_NAMED,
+    FILES_NAMED,
     NO_WHAT_IF,
     SHAPE_COLUMNS,
     SKIPPED_INTRO,
@@ -387,6 +387,17 @@ def test_the_rejected_rows_are_one_sentence_of_the_report():
     assert rejected_sentence([]) is None
 
 
+def test_the_rows_left_out_sentence_names_a_few_files_and_counts_the_rest():
+    """A folder of many partly rejected (or empty) files made one sentence as long as the folder:
+    the first FILES_NAMED of each kind are named, the rest counted."""
+    partly = [(f"/logs/day{n}.csv", 100, 98, 2, 3, "bad") for n in range(FILES_NAMED + 2)]
+    empty = [(f"/logs/blank{n}.csv", 0, 0, 0, None, None) for n in range(FILES_NAMED + 1)]
+    said = rejected_sentence(partly + empty)
+    assert said.count("rows of day") == FILES_NAMED and "day5.csv" not in said
+    assert ("; 4 rows of 2 more files were rejected at ingest" in said
+            and "blank4.csv and 1 more file have no data row." in said and "blank5" not in said)
+
+
 def test_the_files_the_last_ingest_could_not_read_are_named_each_with_what_the_figures_hold():
     """A file the ingest could not read is in no figure as it is now; the summary and an asset
     check named it, the report did not. One that ingested before keeps its previous rows in
@@ -405,10 +416,10 @@ def test_the_files_the_last_ingest_could_not_read_are_named_each_with_what_the_f
 
 def test_a_folder_of_many_unread_files_names_the_first_and_counts_the_rest():
     rows = [(f"/logs/{n}.csv", f"/logs/{n}.csv: the file is empty", None, None, None)
-            for n in range(FAILED_FILES_NAMED + 3)]
+            for n in range(FILES_NAMED + 3)]
     [(_, lead), (_, items)] = failed_blocks(rows)
-    assert f"could not read {FAILED_FILES_NAMED + 3} trace files" in lead
-    assert len(items) == FAILED_FILES_NAMED + 1
+    assert f"could not read {FILES_NAMED + 3} trace files" in lead
+    assert len(items) == FILES_NAMED + 1
     assert items[-1] == "and 3 more files (`failed_trace_files` holds each with its error)"
 
 
