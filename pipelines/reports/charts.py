@@ -14,7 +14,7 @@ from pathlib import Path
 import altair as alt
 import polars as pl
 
-from pipelines.reports.text import CHARTS, ReportTables, what_if_scenarios
+from pipelines.reports.text import CHARTS, ReportTables, saying_cut_short, what_if_scenarios
 
 STAGE_COLORS = alt.Scale(domain=["queue", "prefill", "decode", "network"],
                          range=["#9d9d9d", "#f58518", "#4c78a8", "#54a24b"])
@@ -137,8 +137,10 @@ def timeline_chart(timeline: pl.DataFrame, max_points: int = 600) -> alt.VConcat
 
 
 def what_if_chart(what_if: pl.DataFrame) -> alt.HConcatChart:
-    """Per scenario (all shapes): change of busy-GPU spend and of p95 TTFT vs the baseline."""
-    data = what_if.filter((pl.col("shape") == "all") & pl.col("skipped").is_null()).with_columns(
+    """Per scenario (all shapes): change of busy-GPU spend and of p95 TTFT vs the baseline; the
+    tooltip's "change" says what a scenario that cuts answers short cuts, as the tables do."""
+    data = saying_cut_short(what_if.filter((pl.col("shape") == "all") & pl.col("skipped").is_null()),
+                            "change").with_columns(
         delta_ttft_pct=100 * pl.col("delta_p95_ttft_s") / pl.col("baseline_p95_ttft_s"))
     order = data.sort("delta_pct")["scenario"].to_list()
 

@@ -448,11 +448,17 @@ def what_if_table(scenarios: pl.DataFrame, columns: dict[str, str]) -> pl.DataFr
     that serve the same answers, while it cuts 6,614 of 28,185 short and its busy cost per output
     token rises 32%: a change of the product, which only the headline said, and only when it
     named that lever. Every other row reads as with_baseline_row gives it."""
-    into = "change" if "change" in columns else "scenario"
+    return with_baseline_row(saying_cut_short(scenarios, "change" if "change" in columns else "scenario"))
+
+
+def saying_cut_short(scenarios: pl.DataFrame, into: str) -> pl.DataFrame:
+    """`scenarios` (what_if rows) with cut_short's words after the text of column `into` on the
+    rows of a scenario that cuts answers short: the what-if tables' cell and the what-if chart's
+    tooltip."""
     said = [cell if text is None else f"{cell}; {text}"
             for cell, text in zip(scenarios[into], map(cut_short, scenarios.iter_rows(named=True)),
                                   strict=True)]
-    return with_baseline_row(scenarios.with_columns(pl.Series(into, said, pl.String)))
+    return scenarios.with_columns(pl.Series(into, said, pl.String))
 
 
 # The what_if columns shape_sign_note reads (pipelines/summary.py checks a warehouse has them).

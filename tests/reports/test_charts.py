@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 import vl_convert
 
-from pipelines.reports.charts import heatmap_chart, timeline_chart
+from pipelines.reports.charts import heatmap_chart, timeline_chart, what_if_chart
 
 
 def test_a_week_of_minutes_is_bucketed_for_the_timeline():
@@ -75,3 +75,19 @@ def test_a_rare_shape_s_heatmap_cell_does_not_read_as_no_spend():
     svg = vl_convert.vegalite_to_svg(heatmap_chart(shapes).to_dict())
     labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
     assert "&lt;0.1" in labels and "100.0" in labels and "0.0" not in labels
+
+
+def test_the_what_if_tooltip_says_what_an_output_cap_cuts():
+    """The tables said what the output cap cuts; the chart's tooltip still read only "outputs
+    capped at 256 tokens" beside a -2% bar."""
+    rows = pl.DataFrame({
+        "scenario": ["cap", "fp8"], "shape": ["all", "all"], "skipped": [None, None],
+        "change": ["outputs capped at 256 tokens", "weights bf16 -> fp8"],
+        "delta_pct": [-2.05, -5.68], "delta_usd_per_day": [-47.8, -132.7],
+        "delta_p95_ttft_s": [-0.01, -1.17], "baseline_p95_ttft_s": [1.56, 1.56],
+        "truncated_requests": [6614, 0], "requests": [28185, 28185],
+        "truncated_output_pct": [25.94, 0.0]})
+    data = next(iter(what_if_chart(rows).to_dict()["datasets"].values()))
+    assert [r["change"] for r in data] == [
+        "outputs capped at 256 tokens; cuts 6,614 of 28,185 answers short, 25.94% of all output"
+        " tokens", "weights bf16 -> fp8"]
