@@ -68,6 +68,12 @@ class ReplayResult:
         return float(self.timeline["idle_gpu_s"].sum())
 
     @property
+    def busy_gpu_s(self) -> float:
+        """The steps' GPU-seconds, summed apart from the requests' shares of them: what a what-if
+        fleet's attributed GPU-seconds balance against (sql/scenario_gpu_conservation.sql)."""
+        return float(self.timeline["busy_gpu_s"].sum())
+
+    @property
     def cache_hit_rate(self) -> float:
         """Share of all prompt tokens found in the KV cache at first admission."""
         return float(self.core["cached_hit_tokens"].sum()) / float(self.core["prompt_tokens"].sum())
@@ -417,8 +423,9 @@ def _timeline_frame(timeline: np.ndarray, bin_s: float, span: float, gpus: float
     busy, batch, kv, queue, running = (timeline[k, :, :bins].ravel() for k in range(5))
     # bin b is [b x bin_s, (b + 1) x bin_s), each edge as the engine computes it: start + bin_s
     # rounds apart from the next start where bin_s is no binary fraction (0.1 s), and two days of
-    # such bins covered 3e-11 more than the span, which the what-if check's busy seconds (its
-    # capacity less the idle ones) read as an attribution error on a mostly idle fleet
+    # such bins covered 3e-11 more than the span, idle seconds too many, which busy seconds taken
+    # as capacity less idle (the what-if check's, once) read as an attribution error on a mostly
+    # idle fleet
     edges = np.arange(bins + 1) * bin_s
     start = np.tile(edges[:-1], replicas)
     covered = np.tile(np.minimum(edges[1:], span) - edges[:-1], replicas)

@@ -66,6 +66,7 @@ FLEET_SCHEMA = {"trace": pl.String, "scenario": pl.String, "description": pl.Str
                 "max_seqs": pl.Int64, "prefix_cache": pl.String, "output_cap": pl.Int64,
                 "lower_precision": pl.Boolean, "price_only": pl.Boolean,
                 "usd_per_gpu_hour": pl.Float64, "span_s": pl.Float64, "idle_gpu_s": pl.Float64,
+                "busy_gpu_s": pl.Float64, "decode_step_s_batch1_ctx1k": pl.Float64,
                 "skipped": pl.String, "caveat": pl.String}
 
 
@@ -480,7 +481,10 @@ def _scenario_runs(catalog: Catalog, baseline: Deployment, deployment: Deploymen
                                                     deployment.kv_dtype),
                 "price_only": only_price,
                 "usd_per_gpu_hour": price,
-                "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s, "skipped": None,
+                "span_s": result.span_s, "idle_gpu_s": result.idle_gpu_s,
+                "busy_gpu_s": result.busy_gpu_s,
+                "decode_step_s_batch1_ctx1k": deployment.decode_step_s_batch1_ctx1k,
+                "skipped": None,
                 "caveat": caveat_column(deployment),
             }
             yield ScenarioRun(fleet, _labelled(result.stage_batches(), labels))
@@ -534,6 +538,6 @@ def _skipped_fleet(trace: str, s: Scenario, baseline: Deployment, reason: str,
         "lower_precision": lowers_precision(baseline, s.weights or baseline.weight_dtype,
                                             s.kv_cache or baseline.kv_dtype),
         "price_only": only_price,
-        "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None,
-        "skipped": reason, "caveat": "",
+        "usd_per_gpu_hour": None, "span_s": None, "idle_gpu_s": None, "busy_gpu_s": None,
+        "decode_step_s_batch1_ctx1k": None, "skipped": reason, "caveat": "",
     }

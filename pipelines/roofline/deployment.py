@@ -513,6 +513,14 @@ class Deployment:
         )
         return max(compute_s, memory_s) + fixed_s
 
+    @property
+    def decode_step_s_batch1_ctx1k(self) -> float:
+        """A batch-1 decode step at a 1k-token context: the roofline row's figure for scale, and
+        the shortest-step bound the busy balances divide the replay clock's resolution by
+        (sql/replica_gpu_balance.sql, and scenario_fleets' for a what-if deployment, which has
+        no roofline row): one figure for both, so the two balances bound alike."""
+        return self.decode_step_s(1, 1024)
+
     def max_concurrency(self, prompt_tokens: int, output_tokens: int) -> int:
         """Requests of this shape that run together at full load: the KV cache must hold each
         one's whole sequence, and the scheduler caps the count at max_seqs. A sequence holds the
@@ -600,7 +608,7 @@ class Deployment:
             "kv_capacity_tokens": self.kv_capacity_tokens,
             "ridge_flops_per_byte": self.ridge_flops_per_byte,
             "decode_compute_bound_batch": self.decode_compute_bound_batch,
-            "decode_step_s_batch1_ctx1k": self.decode_step_s(1, 1024),
+            "decode_step_s_batch1_ctx1k": self.decode_step_s_batch1_ctx1k,
             "prefill_s_1k": self.prefill_s(1024) if self.kv_capacity_tokens >= 1024 else None,
             **asdict(self.scheduler),
             # a list in SQL terms, written out: "" where the engine pads to no graph sizes

@@ -62,15 +62,20 @@ def test_a_failure_says_why_in_one_line(warehouse):
 
 def _scenario_fleets(path, idle_gpu_s: list[float], skipped: list) -> None:
     """Scenario x on trace t: 2 requests of 3 GPU-s each, the last finishing at 5 s, on a fleet of
-    2 replicas x 2 GPUs (20 GPU-s): conserved with 14 idle GPU-s. Scenario y skipped."""
+    2 replicas x 2 GPUs (20 GPU-s) busy 6 GPU-s: conserved with 14 idle GPU-s. Scenario y skipped
+    (its busy seconds and step null, as replay_scenarios writes them), or replayed on paper."""
+    replayed = [s is None for s in skipped]
     with duckdb.connect(str(path)) as conn:
         write_table(conn, "scenario_stages", pl.DataFrame({
             "trace": ["t"] * 2, "scenario": ["x"] * 2, "request_id": ["1", "2"],
             "gpu_s": [3.0, 3.0], "finished_s": [2.0, 5.0]}))
         write_table(conn, "scenario_fleets", pl.DataFrame({
             "trace": ["t", "t"], "scenario": ["x", "y"], "replicas": [2, 2],
-            "gpus_per_replica": [2, None], "idle_gpu_s": idle_gpu_s, "skipped": skipped},
-            schema_overrides={"skipped": pl.String, "idle_gpu_s": pl.Float64}))
+            "gpus_per_replica": [2, None], "idle_gpu_s": idle_gpu_s,
+            "busy_gpu_s": [6.0 if r else None for r in replayed],
+            "decode_step_s_batch1_ctx1k": [0.02 if r else None for r in replayed], "skipped": skipped},
+            schema_overrides={"skipped": pl.String, "idle_gpu_s": pl.Float64, "busy_gpu_s": pl.Float64,
+                              "decode_step_s_batch1_ctx1k": pl.Float64}))
 
 
 def test_a_what_if_fleets_gpu_seconds_are_conserved_or_the_check_names_it(tmp_path):
@@ -98,24 +103,48 @@ def test_a_what_if_fleet_without_stages_fails_and_all_skipped_passes(tmp_path):
     assert scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path))).passed
 
 
-def test_a_what_if_fleets_attribution_error_on_a_mostly_idle_day_fails(tmp_path):
-    """A what-if fleet of 2 x 2 GPUs for a day (345,600 GPU-s), busy 6 of them: attributed
-    seconds a hundred-thousandth over its busy ones are 2e-10 of its capacity, which passed; the
-    busy seconds (capacity less idle) name them, beyond the day's clock resolution (span x 2^-52
-    per 1e-4 s of step) and the subtraction's rounding."""
-    path = tmp_path / "day.duckdb"
+def _sparse_fleet(path, span_s: float, busy_gpu_s: float, attributed_gpu_s: float) -> None:
+    """Scenario x on trace t: 2 requests sharing `attributed_gpu_s`, the last finishing at
+    `span_s`, on 2 x 2 GPUs busy `busy_gpu_s` and idle the rest, with a 20 ms batch-1 decode step."""
     with duckdb.connect(str(path)) as conn:
         write_table(conn, "scenario_stages", pl.DataFrame({
             "trace": ["t"] * 2, "scenario": ["x"] * 2, "request_id": ["1", "2"],
-            "gpu_s": [3.0, 3.00006], "finished_s": [2.0, 86_400.0]}))
+            "gpu_s": [attributed_gpu_s / 2] * 2, "finished_s": [2.0, span_s]}))
         write_table(conn, "scenario_fleets", pl.DataFrame({
             "trace": ["t"], "scenario": ["x"], "replicas": [2], "gpus_per_replica": [2],
-            "idle_gpu_s": [345_594.0], "skipped": [None]}, schema_overrides={"skipped": pl.String}))
+            "idle_gpu_s": [4 * span_s - busy_gpu_s], "busy_gpu_s": [busy_gpu_s],
+            "decode_step_s_batch1_ctx1k": [0.02], "skipped": [None]},
+            schema_overrides={"skipped": pl.String}))
+
+
+def test_a_what_if_fleets_attribution_error_on_a_mostly_idle_day_fails(tmp_path):
+    """A what-if fleet of 2 x 2 GPUs for a day (345,600 GPU-s), busy 6 of them: attributed
+    seconds a hundred-thousandth over its busy ones are 2e-10 of its capacity, which passed; the
+    fleet's busy seconds name them, beyond the day's clock resolution (span x 2^-52 per batch-1
+    decode step, as replica_gpu_balance's)."""
+    path = tmp_path / "day.duckdb"
+    _sparse_fleet(path, 86_400.0, 6.0, 6.00006)
     result = scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path)))
     assert not result.passed
     assert result.metadata["worst_relative_error"].value < 1e-9
     assert result.description == ("t (x): attributed = 6.00006 GPU-s, but the fleet was busy 6 GPU-s"
-                                  " (relative error 1e-05, tolerance 1.94e-07)")
+                                  " (relative error 1e-05, tolerance 2.96e-09)")
     with duckdb.connect(str(path)) as conn:
         conn.execute("UPDATE scenario_stages SET gpu_s = 3")
+    assert scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path))).passed
+
+
+def test_a_what_if_fleet_off_by_a_ten_millionth_of_its_busy_month_fails(tmp_path):
+    """A month of 2 x 2 GPUs busy a minute: attributed seconds 1e-7 over the busy ones passed
+    while the what-if balance assumed a 0.1 ms shortest step (a bound of 5.8e-6 over a month); the
+    fleet's own batch-1 decode step, 20 ms, bounds its clock to 2.9e-8, as the baseline's."""
+    path = tmp_path / "month.duckdb"
+    month_s = 30 * 86_400.0
+    _sparse_fleet(path, month_s, 60.0, 60.0 * (1 + 1e-7))
+    result = scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path)))
+    assert not result.passed
+    assert result.metadata["worst_relative_error"].value < 1e-9
+    assert result.description.startswith("t (x): attributed = 60.000006 GPU-s, but the fleet was busy 60 GPU-s")
+    assert result.description.endswith("tolerance 3.08e-08)")
+    _sparse_fleet(path, month_s, 60.0, 60.0 * (1 + 1e-8))   # within the month's clock resolution
     assert scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path))).passed

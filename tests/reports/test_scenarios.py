@@ -355,6 +355,12 @@ def test_replay_scenarios_labels_every_trace_and_scenario(catalog, baseline, con
     capacity = fleets_gpu_s["replicas"] * fleets_gpu_s["gpus_per_replica"] * fleets_gpu_s["span_s"]
     assert (fleets_gpu_s["gpu_s"] + fleets_gpu_s["idle_gpu_s"]).to_list() == pytest.approx(
         capacity.to_list(), rel=1e-9)
+    # and their busy ones, the timeline's, what those requests were attributed
+    assert fleets_gpu_s["busy_gpu_s"].to_list() == pytest.approx(fleets_gpu_s["gpu_s"].to_list(), rel=1e-9)
+    # the what-if balance's shortest-step bound is the roofline figure of the deployment replayed:
+    # the baseline's where the scenario keeps its model, GPU and dtypes, a faster one at fp8
+    step = dict(fleets.select("scenario", "decode_step_s_batch1_ctx1k").unique().rows())
+    assert step["r2"] == baseline.as_row()["decode_step_s_batch1_ctx1k"] > step["fp8"]
     assert fleets["skipped"].is_null().all()
 
 

@@ -40,9 +40,10 @@ def every_scenario_replays_every_request(duckdb: DuckDBResource) -> dg.AssetChec
 @dg.asset_check(asset="scenario_stages", blocking=True, additional_deps=["scenario_fleets"])
 def scenario_gpu_seconds_conserved(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     """Per what-if fleet, attributed + idle GPU-seconds = its GPUs x replayed span, as
-    gpu_seconds_conserved checks for the baseline, measured against the capacity and against the
-    busy seconds (capacity less idle: no what-if timeline is kept per replica): the idle seconds
-    are what the what-if's fleet dollars (busy + idle, delta_fleet_usd) add to the busy ones."""
+    gpu_seconds_conserved checks for the baseline, and attributed = the fleet's busy GPU-seconds
+    (scenario_fleets', summed from its timeline: none is kept per replica), each to its own
+    tolerance: the idle seconds are what the what-if's fleet dollars (busy + idle,
+    delta_fleet_usd) add to the busy ones."""
     with duckdb.get_connection() as conn:
         run_sql(conn, "scenario_gpu_conservation")
         return conservation_result(conn, "scenario_gpu_conservation", "scenario_gpu_conservation",

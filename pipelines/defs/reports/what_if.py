@@ -23,8 +23,8 @@ SCENARIO_TABLES = ["scenario_stages", "scenario_fleets"]
                      description="Per scenario and request: the request_stages columns of a what-if replay"),
         dg.AssetSpec("scenario_fleets", group_name="reports",
                      deps=["requests", "request_stages", "fleet_timeline", "unserved_requests"],
-                     description="Per scenario and trace: the deployment replayed, its price, span and "
-                                 "idle GPU-s, or why the scenario was skipped"),
+                     description="Per scenario and trace: the deployment replayed, its price, span, "
+                                 "idle and busy GPU-s, or why the scenario was skipped"),
     ],
 )
 def scenario_replays(context: dg.AssetExecutionContext, duckdb: DuckDBResource):
