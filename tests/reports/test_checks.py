@@ -13,6 +13,8 @@ from pipelines.defs.reports.checks import (
     every_scenario_replays_every_request,
     scenario_gpu_seconds_conserved,
 )
+from pipelines.reports.scenarios import FLEET_SCHEMA, Scenario, replay_scenarios
+from pipelines.roofline import load_catalog
 from pipelines.warehouse import write_table
 
 
@@ -148,3 +150,24 @@ def test_a_what_if_fleet_off_by_a_ten_millionth_of_its_busy_month_fails(tmp_path
     assert result.description.endswith("tolerance 3.08e-08)")
     _sparse_fleet(path, month_s, 60.0, 60.0 * (1 + 1e-8))   # within the month's clock resolution
     assert scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path))).passed
+
+
+def test_a_sound_what_if_replay_over_a_year_passes_though_its_clock_rounds_off_more_than_a_billionth(tmp_path):
+    """The what-if twin of the baseline's year-long test (tests/replay/test_replay_checks.py):
+    three one-token requests over a year, replayed on two scenarios, attribute ~1e-7 other
+    GPU-seconds than their fleet was busy, the clock's rounding of a step near 3e7 s; the
+    scenario deployment's own decode step bounds it (span x 2^-52 / the step, ~1e-6)."""
+    catalog = load_catalog()
+    requests = pl.DataFrame({"trace": ["y"] * 3, "request_id": ["a", "b", "c"],
+                             "arrival_s": [1.0, 1.6e7, 3.15e7], "prompt_tokens": [20, 30, 40],
+                             "output_tokens": [1, 1, 1]})
+    runs = list(replay_scenarios(requests, catalog, {"y": catalog.deployment("seed-example")},
+                                 [Scenario("r2", "d", replicas=2, source="s"),
+                                  Scenario("fp8", "d", weights="fp8", source="s")]))
+    path = tmp_path / "year.duckdb"
+    with duckdb.connect(str(path)) as conn:
+        write_table(conn, "scenario_stages", pl.concat(b for run in runs for b in run.stage_batches))
+        write_table(conn, "scenario_fleets", pl.DataFrame([run.fleet for run in runs], schema=FLEET_SCHEMA))
+    result = scenario_gpu_seconds_conserved(duckdb=DuckDBResource(database=str(path)))
+    assert result.passed, result.description
+    assert result.metadata["worst_busy_relative_error"].value > 1e-8
