@@ -14,9 +14,8 @@
 -- model on any GPU is 0.93 of it or more, each step reading the weights), so a replica busy b
 -- seconds ran at most 2b / that many steps, off by at most b x span x 2^-52 / that (the adds
 -- into a bin's running total can double that, within the factor of 2 the half leaves). Over a
--- week that is ~1e-8 of b,
--- over a year ~1e-6; a year-long replay of a few one-token requests is off by a seventh of it,
--- ~1e-7, which a bound of a billionth would stop.
+-- week that is ~1e-8 of b, over a year ~1e-6; a year-long replay of a few one-token requests is
+-- off by a seventh of it, ~1e-7, which a bound of a billionth would stop.
 CREATE OR REPLACE VIEW replica_gpu_balance AS
 WITH attributed AS (
     SELECT trace, scenario, replica, sum(gpu_s) AS attributed_gpu_s FROM request_stages GROUP BY ALL

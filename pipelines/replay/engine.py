@@ -805,8 +805,7 @@ def simulate(
          fixed_s) = kernels(coef, tokens, float(in_step), pairs, kv_read, kv_written)
         # compute-bound GEMMs split by own FLOPs: the shared GEMMs by each sequence's tokens
         # through them plus its one row of the LM head, the routed experts by its tokens
-        expert_flops = coef[roofline.EXPERT_FLOPS_PER_TOKEN]
-        step_flops = roofline.gemm_flops(coef, tokens, float(in_step)) - expert_flops * tokens
+        step_flops = roofline.shared_gemm_flops(coef, tokens, float(in_step))
         # the all-reduce's traffic by own tokens, the rest of the fixed time equally
         traffic_s = roofline.allreduce_traffic_s(coef, tokens)
         fixed_each = (fixed_s - traffic_s) / in_step
@@ -816,7 +815,7 @@ def simulate(
             if c == 0:
                 continue
             decoding = ctx[i] >= target[i]
-            own_flops = roofline.gemm_flops(coef, float(c), 1.0) - expert_flops * c
+            own_flops = roofline.shared_gemm_flops(coef, float(c), 1.0)
             shared = shared_s * (own_flops / step_flops if shared_bound else 1.0 / in_step)
             experts = experts_s * (c / tokens if experts_bound else 1.0 / in_step)
             if attn_bound:

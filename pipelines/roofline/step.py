@@ -143,6 +143,14 @@ def gemm_flops(coef: np.ndarray, tokens: float, sequences: float) -> float:
 
 
 @njit(cache=True)
+def shared_gemm_flops(coef: np.ndarray, tokens: float, sequences: float) -> float:
+    """The shared GEMMs' part of gemm_flops, a mixture's routed experts (F_exp * tokens) left
+    out: their kernel's compute time (gemm_kernels), and the replay's split of it by own FLOPs
+    (pipelines/replay/engine.py). All of gemm_flops for a dense model."""
+    return gemm_flops(coef, tokens, sequences) - coef[EXPERT_FLOPS_PER_TOKEN] * tokens
+
+
+@njit(cache=True)
 def gemm_seconds(compute_s: float, memory_s: float) -> float:
     """The softened GEMM roofline (compute^3 + memory^3)^(1/3) (module docstring), written as
     larger * cbrt(1 + x) with x = (smaller / larger)^3. The replay evaluates it in its innermost
@@ -167,7 +175,7 @@ def gemm_kernels(coef: np.ndarray, tokens: float,
     each kernel's time by its own bound (pipelines/replay/engine.py). The experts' pair is 0 for
     a dense model."""
     expert_compute = coef[EXPERT_FLOPS_PER_TOKEN] * tokens / coef[EFFECTIVE_FLOPS]
-    shared_compute = gemm_flops(coef, tokens, sequences) / coef[EFFECTIVE_FLOPS] - expert_compute
+    shared_compute = shared_gemm_flops(coef, tokens, sequences) / coef[EFFECTIVE_FLOPS]
     shared_memory = coef[SHARED_WEIGHT_BYTES] / coef[EFFECTIVE_BANDWIDTH]
     expert_memory = weight_bytes(coef, tokens) / coef[EFFECTIVE_BANDWIDTH] - shared_memory
     return shared_compute, shared_memory, expert_compute, expert_memory

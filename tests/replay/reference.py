@@ -237,11 +237,10 @@ def simulate(arrival, prompt, output, cached, coef, replicas, max_seqs, max_batc
         (duration, shared_s, shared_compute_bound, experts_s, experts_compute_bound, attn_s,
          attn_compute_bound, fixed_s) = engine.kernels(coef, gemm_tokens, gemm_sequences,
                                                        all_pairs, kv_read, tokens)
-        expert_flops = coef[roofline.EXPERT_FLOPS_PER_TOKEN]
-        step_flops = roofline.gemm_flops(coef, tokens, float(batch)) - expert_flops * tokens
+        step_flops = roofline.shared_gemm_flops(coef, tokens, float(batch))
         for s in r.in_step:
             if shared_compute_bound:   # by own FLOPs: the blocks per token, the head per sequence
-                own = roofline.gemm_flops(coef, float(s.chunk), 1.0) - expert_flops * s.chunk
+                own = roofline.shared_gemm_flops(coef, float(s.chunk), 1.0)
                 shared = shared_s * own / step_flops
             else:
                 shared = shared_s / batch                     # the weight read, shared equally
