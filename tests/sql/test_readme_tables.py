@@ -110,3 +110,40 @@ def test_request_shapes_is_the_baseline_of_request_costs_with_its_shape(demo_con
     counts = demo_conn.sql("SELECT (SELECT count(*) FROM request_shapes),"
                            " (SELECT count(*) FROM request_costs WHERE scenario = 'baseline')").fetchall()
     assert counts[0][0] == counts[0][1] > 0
+
+
+INTRO = SECTION.split("\n| table |", 1)[0]
+# Column-name patterns whose unit the section's opening paragraph must give, each with a column
+# that has it: `*_s` reads as wall seconds, which a `*_gpu_s` column is not.
+UNIT_PATTERNS = {"`*_gpu_s`": "busy_gpu_s", "`gpu_hours`": "gpu_hours", "`*_usd`": "spend_usd",
+                 "`usd_per_*`": "usd_per_gpu_hour", "`*_tflops`": "peak_tflops",
+                 "`*_gbs`": "hbm_bandwidth_gbs", "`link_gbs_one_way`": "link_gbs_one_way",
+                 "`*_bytes_*`": "weight_bytes_per_gpu", "`memory_gib`": "memory_gib"}
+
+
+@pytest.mark.parametrize("pattern", sorted(UNIT_PATTERNS))
+def test_the_opening_paragraph_gives_the_unit_of_every_unit_named_column(pattern):
+    documented = set(re.findall(r"`(\w+)`", "\n".join(ROWS.values())))
+    assert UNIT_PATTERNS[pattern] in documented
+    assert pattern in INTRO, f"the units paragraph does not say what {pattern} is in"
+
+
+def test_gpu_seconds_are_seconds_times_the_replica_s_gpus(demo_conn):
+    """The opening paragraph's example: a bin's busy + idle GPU-seconds are its seconds times
+    the GPUs of its replica, not its seconds."""
+    worst = demo_conn.sql("""
+        SELECT max(abs(t.busy_gpu_s + t.idle_gpu_s - t.bin_s * r.gpus_per_replica)), max(r.gpus_per_replica)
+        FROM fleet_timeline AS t JOIN roofline AS r USING (deployment)""").fetchall()[0]
+    assert worst[0] < 1e-9 and worst[1] > 1
+
+
+def test_percentiles_are_quantile_cont_as_the_opening_paragraph_says(demo_conn):
+    """An analyst recomputing a p95 from request_stages gets the table's number only with the
+    same interpolation."""
+    assert "`quantile_cont`" in INTRO
+    worst = demo_conn.sql("""
+        SELECT max(abs(f.p95_ttft_s - s.p95)), max(abs(f.p50_e2e_s - s.p50))
+        FROM fleet_summary AS f
+        JOIN (SELECT trace, quantile_cont(ttft_s, 0.95) AS p95, quantile_cont(e2e_s, 0.5) AS p50
+              FROM request_stages WHERE scenario = 'baseline' GROUP BY trace) AS s USING (trace)""").fetchall()[0]
+    assert max(worst) == 0
