@@ -147,3 +147,62 @@ def test_percentiles_are_quantile_cont_as_the_opening_paragraph_says(demo_conn):
         JOIN (SELECT trace, quantile_cont(ttft_s, 0.95) AS p95, quantile_cont(e2e_s, 0.5) AS p50
               FROM request_stages WHERE scenario = 'baseline' GROUP BY trace) AS s USING (trace)""").fetchall()[0]
     assert max(worst) == 0
+
+
+# Every column that may hold NULL, and the words of its table's README row that say when: an
+# analyst's `WHERE x = ...` or `sum(x)` silently drops NULL rows, so none may be a surprise.
+NULLABLE = {
+    ("requests", "arrival_ts"): "null for a relative clock read without a start time",
+    ("requests", "prefix_hashes"): "null where the log carries none",
+    ("requests", "model"): "null where the log names none",
+    ("requests", "tenant"): "null where the log names none",
+    ("requests", "observed_ttft_s"): "null where the log has none",
+    ("requests", "observed_e2e_s"): "null where the log has none",
+    ("trace_files", "prefix_block_tokens"): "null for a log without prefix hashes",
+    ("calibration", "implausible"): "null for a plausible fit",
+    ("calibration", "outliers"): "null for none",
+    ("roofline", "prefill_s_1k"): "null where the KV cache holds fewer than 1,024 tokens",
+    ("request_stages", "tpot_s"): "null for a one-token answer",
+    ("shape_spend", "p50_tpot_s"): "null for a shape of only those",
+    ("shape_spend", "p95_tpot_s"): "null for a shape of only those",
+    ("fleet_summary", "max_seqs"): "null on `all` over deployments of different limits",
+    ("scenario_fleets", "prefix_cache"): "null where the scenario leaves them as logged",
+    ("scenario_fleets", "output_cap"): "null where the scenario leaves them as logged",
+    **{("scenario_fleets", c): "null on a skipped scenario's rows"
+       for c in ("gpus_per_replica", "usd_per_gpu_hour", "span_s", "idle_gpu_s", "busy_gpu_s",
+                 "decode_step_s_batch1_ctx1k")},
+    ("scenario_fleets", "skipped"): "null otherwise",
+    **{("what_if", c): "on `all` rows only (null on a shape's)"
+       for c in ("baseline_fleet_usd", "fleet_spend_usd", "delta_fleet_usd", "delta_fleet_usd_per_day",
+                 "worst_trace_delta_p95_ttft_s", "worst_trace_delta_p95_tpot_s")},
+    ("what_if", "prefix_cache"): "null where the scenario has none",
+    ("what_if", "skipped"): "null on a replayed one's rows",
+}
+
+
+@pytest.mark.parametrize(("table", "column"), sorted(NULLABLE))
+def test_the_readme_row_says_when_a_nullable_column_is_null(table, column):
+    assert f"`{column}`" in ROWS[table]
+    assert NULLABLE[table, column] in ROWS[table], f"{table}.{column}: the README does not say when it is null"
+
+
+def test_every_null_of_the_demo_warehouse_is_a_documented_one(demo_conn):
+    found = set()
+    for table in sorted(t for t in ROWS if "`data/reference/`" not in ROWS[t]):   # catalog CSVs as they are
+        for column in _columns(demo_conn, table):
+            nulls = demo_conn.sql(f'SELECT count(*) FROM "{table}" WHERE "{column}" IS NULL').fetchall()[0][0]
+            if nulls:
+                found.add((table, column))
+    assert found and found - set(NULLABLE) == set()
+
+
+def test_the_what_if_columns_of_all_rows_only_are_null_on_every_shape_row(demo_conn):
+    """The `what_if` row lists the fleet's columns, which only an `all` row has, apart from
+    the columns of every row (truncated_requests is each shape's too)."""
+    clause = ROWS["what_if"].split("on `all` rows only", 1)[1].split("; on every row", 1)[0]
+    listed = set(re.findall(r"`(\w+)`", clause))
+    only_all = {c for c in _columns(demo_conn, "what_if") if demo_conn.sql(
+        f"SELECT count(*) FILTER (WHERE shape <> 'all' AND {c} IS NOT NULL),"
+        f" count(*) FILTER (WHERE shape = 'all' AND {c} IS NULL) FROM what_if WHERE skipped IS NULL"
+    ).fetchall()[0] == (0, 0)}
+    assert listed == only_all
