@@ -1,4 +1,5 @@
--- $ per GPU-hour of every replayed deployment: the roofline table names its GPU and price plan.
+-- $ per GPU-hour of every catalog deployment, replayed or not (roofline has a row for each):
+-- roofline names its GPU and price plan.
 CREATE OR REPLACE VIEW deployment_prices AS
 SELECT
     r.deployment,

@@ -206,3 +206,52 @@ def test_the_what_if_columns_of_all_rows_only_are_null_on_every_shape_row(demo_c
         f" count(*) FILTER (WHERE shape = 'all' AND {c} IS NULL) FROM what_if WHERE skipped IS NULL"
     ).fetchall()[0] == (0, 0)}
     assert listed == only_all
+
+
+def _row_unit(table: str) -> str:
+    """The 'one row per' cell of a table's README row."""
+    line = next(line for line in SECTION.splitlines() if line.startswith(f"| `{table}` |"))
+    return line.split(" | ")[1]
+
+
+VIEWS = SECTION.split("\nViews used by the steps", 1)[1]
+
+
+def test_roofline_and_deployment_prices_hold_every_catalog_deployment_replayed_or_not(demo_conn):
+    """The demo replays one deployment of six: an analyst who sums or lists `roofline` (or
+    `deployment_prices`) gets all six, so the README says so, and names the view's columns."""
+    catalog = {r[0] for r in demo_conn.sql("SELECT deployment FROM deployments").fetchall()}
+    replayed = {r[0] for r in demo_conn.sql("SELECT DISTINCT deployment FROM request_stages").fetchall()}
+    assert replayed < catalog
+    for table in ("roofline", "deployment_prices"):
+        assert {r[0] for r in demo_conn.sql(f"SELECT deployment FROM {table}").fetchall()} == catalog, table
+    assert "replayed or not" in _row_unit("roofline")
+    prices_text = VIEWS.split("`deployment_prices` (", 1)[1].split("`request_shapes`", 1)[0]
+    assert "replayed or not" in prices_text
+    assert {c for c in _columns(demo_conn, "deployment_prices") if f"`{c}`" not in prices_text} == set()
+
+
+def test_the_ridge_point_and_the_compute_bound_batch_are_the_readme_s_formulas(demo_conn):
+    """`decode_compute_bound_batch` is where a decode step's weight GEMMs alone turn compute-bound:
+    with its KV reads and fixed overheads a replayed step of that batch is still memory-bound, so
+    the README gives the formula rather than "where a step turns compute-bound"; the ridge point is
+    of the effective figures, not the peaks."""
+    row = ROWS["roofline"]
+    assert "`effective_tflops` / `effective_bandwidth_gbs` × 1,000" in row
+    assert ("`shared_weight_bytes_read_per_gpu` × `ridge_flops_per_byte` / (`flops_per_token_per_gpu` + "
+            "`lm_head_flops_per_sequence_per_gpu`)") in row
+    assert "KV-cache reads and fixed step overheads not counted" in row
+    worst = demo_conn.sql("""
+        SELECT max(abs(ridge_flops_per_byte / (1000 * effective_tflops / effective_bandwidth_gbs) - 1)),
+               max(abs(decode_compute_bound_batch / (shared_weight_bytes_read_per_gpu * ridge_flops_per_byte
+                   / (flops_per_token_per_gpu + lm_head_flops_per_sequence_per_gpu)) - 1)),
+               count(*)
+        FROM roofline WHERE expert_weight_bytes_per_gpu = 0""").fetchall()[0]
+    assert worst[0] < 1e-12 and worst[1] < 1e-6 and worst[2] > 1
+
+
+def test_allreduce_rounds_is_the_readme_s_text_not_a_count(demo_conn):
+    """A column among the efficiency factors reads as a number; it is the rule's name."""
+    assert "`allreduce_rounds` (text, log2 or ring:" in ROWS["roofline"]
+    assert {r[0] for r in demo_conn.sql("SELECT DISTINCT allreduce_rounds FROM roofline").fetchall()} \
+        <= {"log2", "ring"}
