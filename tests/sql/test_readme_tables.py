@@ -1,7 +1,9 @@
 """The README's "The tables" section names the columns of every warehouse table: each column a
 table has is documented (in backticks, in the table's row), and each name a row documents exists (a column of
 another table is written `table.column`), checked against a freshly materialized warehouse (every asset, calibration
-included)."""
+included); and it says what an analyst who reads only it needs to get the numbers right in SQL: the units of
+GPU-seconds, dollars and hardware columns, how percentiles are taken, when a column is NULL, which deployments
+roofline holds and what its derived coefficients leave out, and how a rejected row joins its file."""
 
 from __future__ import annotations
 
@@ -9,7 +11,12 @@ import csv
 import re
 from pathlib import Path
 
+import duckdb
 import pytest
+
+from pipelines.formats.source import trace_files
+from pipelines.ingest_folder import ingest_folder
+from pipelines.ingest_store import ensure_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -255,3 +262,20 @@ def test_allreduce_rounds_is_the_readme_s_text_not_a_count(demo_conn):
     assert "`allreduce_rounds` (text, log2 or ring:" in ROWS["roofline"]
     assert {r[0] for r in demo_conn.sql("SELECT DISTINCT allreduce_rounds FROM roofline").fetchall()} \
         <= {"log2", "ring"}
+
+
+def test_a_rejected_row_s_source_file_is_its_trace_files_file(tmp_path):
+    """rejected_requests has no trace column: "which trace lost rows, and why" joins
+    source_file to trace_files.file, as its README row says."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "day1.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                     "2023-11-16 18:15:46.6805900,374,44\n"
+                                     "2023-11-16 18:15:50.9951690,lots,44\n")
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as conn:
+        ensure_tables(conn)
+        ingest_folder(conn, trace_files(folder))
+        joined = conn.execute("SELECT f.trace, r.line FROM rejected_requests AS r "
+                              "JOIN trace_files AS f ON f.file = r.source_file").fetchall()
+    assert joined == [("day1", 3)]
+    assert "`source_file` (the file, as `trace_files.file`" in ROWS["rejected_requests"]
