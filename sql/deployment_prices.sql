@@ -11,4 +11,5 @@ SELECT
     p.usd_per_gpu_hour
 FROM roofline AS r
 JOIN prices AS p
-  ON p.gpu = r.gpu AND p.provider = r.price_provider AND p.plan = r.price_plan;
+  ON p.gpu = r.gpu AND p.provider = r.price_provider AND p.plan = r.price_plan
+ORDER BY r.deployment;

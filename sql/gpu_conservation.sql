@@ -19,4 +19,5 @@ SELECT
     (a.attributed_gpu_s + i.idle_gpu_s) / (r.replicas * r.gpus_per_replica * a.span_s) - 1 AS relative_error
 FROM attributed AS a
 LEFT JOIN idle AS i USING (trace, scenario, deployment)
-LEFT JOIN roofline AS r USING (deployment);
+LEFT JOIN roofline AS r USING (deployment)
+ORDER BY a.trace, a.scenario;

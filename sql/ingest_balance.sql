@@ -13,4 +13,5 @@ SELECT
         AND f.rows_rejected = coalesce(r.n, 0) AS balanced
 FROM trace_files AS f
 LEFT JOIN (SELECT trace, count(*) AS n FROM requests GROUP BY trace) AS a USING (trace)
-LEFT JOIN (SELECT source_file AS file, count(*) AS n FROM rejected_requests GROUP BY 1) AS r USING (file);
+LEFT JOIN (SELECT source_file AS file, count(*) AS n FROM rejected_requests GROUP BY 1) AS r USING (file)
+ORDER BY f.file;

@@ -29,4 +29,5 @@ SELECT
 FROM ingested AS i
 FULL JOIN replayed AS r USING (trace)
 FULL JOIN set_aside AS s USING (trace)
-LEFT JOIN missing AS m USING (trace);
+LEFT JOIN missing AS m USING (trace)
+ORDER BY trace;

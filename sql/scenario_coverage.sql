@@ -22,4 +22,5 @@ extra AS (
 SELECT sc.scenario, coalesce(m.missing_rows, 0) AS missing_rows, coalesce(e.extra_rows, 0) AS extra_rows
 FROM (SELECT DISTINCT scenario FROM scenario_stages) AS sc
 LEFT JOIN missing AS m USING (scenario)
-LEFT JOIN extra AS e USING (scenario);
+LEFT JOIN extra AS e USING (scenario)
+ORDER BY sc.scenario;

@@ -42,4 +42,5 @@ SELECT
          WHEN busy_gpu_s = 0 THEN CASE WHEN attributed_gpu_s = 0 THEN 0 ELSE 'inf'::DOUBLE END
     END AS busy_relative_error,
     span_s * pow(2, -52) / decode_step_s_batch1_ctx1k AS busy_resolution
-FROM balance;
+FROM balance
+ORDER BY trace, scenario;

@@ -3,14 +3,19 @@ the checks read them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import polars as pl
+import pytest
 from dagster_duckdb import DuckDBResource
 
 from pipelines.defs.metadata import PREVIEW_CELL_CHARS, PREVIEW_COLUMNS, table_metadata
 from pipelines.defs.replay.checks import no_negative_stage
 from pipelines.defs.reports.checks import every_scenario_replays_every_request
 from pipelines.warehouse import run_sql, write_table
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_scenario_coverage_counts_missing_and_extra_rows_per_scenario(tmp_path):
@@ -73,3 +78,21 @@ def test_a_previews_long_text_is_cut_and_says_so():
     assert f"| 1 | {'x' * PREVIEW_CELL_CHARS}… | why |" in preview
     assert f"Text over {PREVIEW_CELL_CHARS} characters is cut (…); the table `rejected` has it whole." \
         in preview and len(preview) < 500
+
+
+# The views of one row per deployment, file, trace, scenario or replica, which an analyst reads
+# whole ("FROM gpu_conservation"), with the columns they come sorted by: unsorted, DuckDB's
+# parallel hash joins hand them over in another order from one query to the next.
+SORTED_VIEWS = {"deployment_prices": ("deployment",), "ingest_balance": ("file",),
+                "gpu_conservation": ("trace", "scenario"),
+                "scenario_gpu_conservation": ("trace", "scenario"),
+                "replica_gpu_balance": ("trace", "scenario", "replica"), "replay_coverage": ("trace",),
+                "scenario_coverage": ("scenario",)}
+
+
+@pytest.mark.parametrize("view", sorted(SORTED_VIEWS))
+def test_a_view_of_a_few_rows_comes_sorted_by_its_key(view, demo_conn):
+    rows = demo_conn.sql(f"SELECT {', '.join(SORTED_VIEWS[view])} FROM {view}").fetchall()
+    assert len(rows) > 1 and rows == sorted(rows)
+    views = README.split("\nViews used by the steps", 1)[1].split("\n\n", 1)[0]
+    assert f"`{view}`" in views and "come sorted by their keys" in views
