@@ -125,7 +125,9 @@ INTRO = SECTION.split("\n| table |", 1)[0]
 UNIT_PATTERNS = {"`*_gpu_s`": "busy_gpu_s", "`gpu_hours`": "gpu_hours", "`*_usd`": "spend_usd",
                  "`usd_per_*`": "usd_per_gpu_hour", "`*_tflops`": "peak_tflops",
                  "`*_gbs`": "hbm_bandwidth_gbs", "`link_gbs_one_way`": "link_gbs_one_way",
-                 "`*_bytes_*`": "weight_bytes_per_gpu", "`memory_gib`": "memory_gib"}
+                 "`*_bytes_*`": "weight_bytes_per_gpu", "`memory_gib`": "memory_gib",
+                 # fractions, as `*_share` columns are, without the suffix that says so
+                 "`utilization`": "utilization", "`*kv_use`": "peak_kv_use"}
 
 
 @pytest.mark.parametrize("pattern", sorted(UNIT_PATTERNS))
