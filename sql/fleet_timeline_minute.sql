@@ -1,7 +1,8 @@
 -- The fleet per trace and minute (fleet_timeline's per-replica bins rolled up), baseline:
 -- utilization = busy share of the fleet's GPU time; sequences and queued = mean number running /
 -- waiting over the whole fleet; kv_use = mean share of KV capacity holding tokens per replica;
--- spend_usd = busy + idle GPU-seconds priced; arrivals = requests that arrived in the row's bins.
+-- spend_usd = busy + idle GPU-seconds priced; arrivals = replayed requests (request_stages: not
+-- unserved_requests) that arrived in the row's bins.
 -- A row holds the bins that start in its minute: with a timeline_bin_s over 60 s a row spans a
 -- whole bin (minute_s 0, 300, ... for 300-s bins), so an arrival is counted in the row of its
 -- bin (bin width = the second bin's start), never in a minute that has no row.

@@ -281,3 +281,15 @@ def test_a_rejected_row_s_source_file_is_its_trace_files_file(tmp_path):
                               "JOIN trace_files AS f ON f.file = r.source_file").fetchall()
     assert joined == [("day1", 3)]
     assert "`source_file` (the file, as `trace_files.file`" in ROWS["rejected_requests"]
+
+
+def test_fleet_timeline_minute_arrivals_are_the_replayed_requests(demo_conn):
+    """arrivals comes from request_stages: a request the replay set aside (unserved_requests)
+    arrived too but is in no minute, so per trace they add up to fleet_summary.requests, not to
+    requests' count; the README row says which."""
+    assert "`arrivals` (replayed requests that arrived in its bins" in ROWS["fleet_timeline_minute"]
+    off = demo_conn.sql("""
+        SELECT count(*) FROM fleet_summary AS f
+        JOIN (SELECT trace, sum(arrivals) AS arrivals FROM fleet_timeline_minute GROUP BY trace) AS m USING (trace)
+        WHERE m.arrivals <> f.requests""").fetchall()[0][0]
+    assert off == 0
