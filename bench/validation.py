@@ -7,8 +7,10 @@ Reads bench/validation/published_measurements.csv (one row per measurement, with
 and prints the median and worst absolute error per metric; --rows also prints every row,
 --sources the same summary per source and metric. Then the KV-cache sizing against the measured
 capacities of bench/validation/trtllm_kv_capacity.csv and against the KV pools vLLM sized in the
-startup logs of bench/validation/vllm_kv_capacity.csv. --table PATH validates another table of
-the same columns instead (your own measurements, say); the KV-cache checks are then left out.
+startup logs of bench/validation/vllm_kv_capacity.csv, and InferenceX's median TTFT of its
+DeepSeek-R1 runs (bench/validation/inferencex_median_ttft.csv) against the model's. --table PATH
+validates another table of the same columns instead (your own measurements, say); the KV-cache and
+median-TTFT checks are then left out.
 
 --steps compares instead the steps bench/device/step_timing.py timed on one GPU (default
 h200-sxm) with the step formula's kernels: every case, and the median error per shape and mode.
@@ -27,6 +29,7 @@ from pipelines.roofline.validation import (
     summary,
     validate,
     validate_kv_capacity,
+    validate_median_ttft,
     validate_step_timings,
     validate_vllm_kv_capacity,
 )
@@ -34,6 +37,7 @@ from pipelines.roofline.validation import (
 TABLE = Path(__file__).resolve().parent / "validation" / "published_measurements.csv"
 KV_CAPACITY = Path(__file__).resolve().parent / "validation" / "trtllm_kv_capacity.csv"
 VLLM_KV_CAPACITY = KV_CAPACITY.with_name("vllm_kv_capacity.csv")
+MEDIAN_TTFT = KV_CAPACITY.with_name("inferencex_median_ttft.csv")
 
 
 def print_step_timings(catalog, path: str, gpu: str) -> None:
@@ -82,7 +86,8 @@ def main(argv: list[str]) -> None:
         return
     table = Path(option(argv, "--table", TABLE))
     try:
-        validated = validate(catalog, read_measurements(table))
+        measurements = read_measurements(table)
+        validated = validate(catalog, measurements)
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"validation: {table}: {e}" if str(table) not in str(e) else f"validation: {e}")
     if "--rows" in argv:
@@ -111,6 +116,15 @@ def main(argv: list[str]) -> None:
         print(logged.select("source", "engine_version", "model", "gpu", "tp",
                             "kv_memory_fraction", "measured", "predicted",
                             pl.col("error").round(3)))
+    medians = validate_median_ttft(catalog, measurements, pl.read_csv(MEDIAN_TTFT))
+    four = medians.filter(pl.col("concurrency") == 4)
+    print(f"DeepSeek-R1 median TTFT (InferenceX, {medians.height} closed-loop runs, not in the"
+          f" table above): {four['ratio'].min():.1f}-{four['ratio'].max():.1f} x the modelled at 4"
+          f" clients, {medians['ratio'].min():.1f}-{medians['ratio'].max():.1f} x over 4-256"
+          f" clients")
+    if "--rows" in argv:
+        print(medians.drop("source", "url").with_columns(
+            pl.col("predicted").round(5), pl.col("ratio").round(2), pl.col("excess_s").round(4)))
 
 
 if __name__ == "__main__":

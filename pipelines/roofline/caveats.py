@@ -67,8 +67,11 @@ CAVEATS = (
         " H200 or 4-8 x B200) it is between 28% too short and 26% too long (median 3% too long);"
         " on 8 x MI300X (SGLang 0.5.9) a measured step takes 1.7-2.7 x the modelled one, and on"
         " the stacks of early 2025 (vLLM 0.7, SGLang 0.4) 1.8-4.4 x, with throughput 2.3-4.5 x"
-        " below the modelled. GPU time and dollars here are uncertain by that much; calibrate on"
-        " your own logs (docs/physics.md sections 5 and 6).",
+        " below the modelled. Its time to first token is too short on every one of these stacks:"
+        " InferenceX's median TTFT at 4 clients is 1.7-4.0 x the modelled (65-134 ms more at"
+        " 1k-token prompts), a per-request cost the step model has no term for, so TTFT and queue"
+        " figures here are optimistic. GPU time and dollars here are uncertain by that much;"
+        " calibrate on your own logs (docs/physics.md sections 5 and 6).",
     ),
     Caveat(
         "high-tp-heavy-decode",

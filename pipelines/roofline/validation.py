@@ -458,6 +458,33 @@ def validate_vllm_kv_capacity(catalog: Catalog, logs: pl.DataFrame) -> pl.DataFr
     )
 
 
+def validate_median_ttft(catalog: Catalog, measurements: pl.DataFrame,
+                         medians: pl.DataFrame) -> pl.DataFrame:
+    """InferenceX's median TTFT of its DeepSeek-R1 runs (bench/validation/
+    inferencex_median_ttft.csv) against the model's TTFT of the same closed-loop run, each median
+    on the run's time-per-output-token row of `measurements` (same source, GPU, engine, tp,
+    shape and clients, `mean_tpot_s` = its `measured`), predicted as that row with metric ttft_s:
+    `predicted`, `ratio` = measured median / predicted and `excess_s` = their difference.
+
+    Medians, not the table's TTFT rows: the mean TTFT of these runs includes the burst of all
+    clients sent at t = 0, which the replayed steady rounds leave out (module docstring), while
+    the median, like those rounds, is the steady state's. A row without its TPOT row is a
+    ValueError naming it: the medians are kept for the runs the table has."""
+    keys = ["source", "gpu", "engine", "tp", "prompt_tokens", "output_tokens", "concurrency"]
+    runs = medians.join(measurements.filter(pl.col("metric") == "tpot_s"),
+                        left_on=[*keys, "mean_tpot_s"], right_on=[*keys, "measured"],
+                        how="left", suffix="_tpot")
+    unmatched = runs.filter(pl.col("url_tpot").is_null())
+    if unmatched.height:
+        raise ValueError(f"median TTFT of a run with no tpot_s row: {unmatched.row(0, named=True)}")
+    predicted = [predict(catalog, {**row, "metric": "ttft_s", "measured": row["median_ttft_s"]})
+                 for row in runs.iter_rows(named=True)]
+    return runs.select(*keys, "url", measured="median_ttft_s").with_columns(
+        predicted=pl.Series(predicted, dtype=pl.Float64)).with_columns(
+        ratio=pl.col("measured") / pl.col("predicted"),
+        excess_s=pl.col("measured") - pl.col("predicted"))
+
+
 # The shapes bench/device/step_timing.py times, as the catalog deployment (model, tensor-parallel
 # degree) whose one GPU they are: a tp-8 shard is one GPU's share of the tp-8 deployment, and an
 # attention-only shape is one layer of its KV cache and query heads, 1 or 8 KV heads (step_terms

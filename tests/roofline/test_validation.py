@@ -30,6 +30,7 @@ from pipelines.roofline.validation import (
 TABLE = Path(__file__).resolve().parents[2] / "bench" / "validation" / "published_measurements.csv"
 KV_CAPACITY = TABLE.with_name("trtllm_kv_capacity.csv")
 VLLM_KV_CAPACITY = TABLE.with_name("vllm_kv_capacity.csv")
+MEDIAN_TTFT = TABLE.with_name("inferencex_median_ttft.csv")
 
 
 @pytest.fixture(scope="module")
@@ -265,6 +266,30 @@ def test_current_stack_deepseek_decode_is_the_caveats_figure(validated):
     caveat = next(c.text for c in CAVEATS if c.name == "mla-moe")
     assert "28% too short and 26% too long (median 3% too long)" in caveat
     assert "1.7-2.7 x" in caveat and "1.8-4.4 x" in caveat
+
+
+def test_deepseek_time_to_first_token_is_the_caveats_figure():
+    """InferenceX's median TTFT of its DeepSeek-R1 runs at 4 clients (the least queueing; every
+    stack, H200, B200 and MI300X) is 1.7-4.0 x the model's TTFT of the same closed-loop run, 65-134
+    ms more at 1k-token prompts, as the mla-moe caveat and the README say; every median sits on a
+    time-per-output-token row of the table, the run it was measured in."""
+    medians = pl.read_csv(MEDIAN_TTFT)
+    assert medians.height == 75 and medians["url"].str.starts_with("https://").all()
+    measured = read_measurements(TABLE)
+    four = validation.validate_median_ttft(load_catalog(), measured,
+                                           medians.filter(pl.col("concurrency") == 4))
+    assert four.height == 15 and set(four["gpu"]) == {"h200-sxm", "b200", "mi300x"}
+    ratio = f"{four['ratio'].min():.1f}-{four['ratio'].max():.1f} x"
+    short = four.filter(pl.col("prompt_tokens") < 1024)["excess_s"] * 1000
+    excess = f"{short.min():.0f}-{short.max():.0f} ms more at 1k-token prompts"
+    assert (ratio, excess) == ("1.7-4.0 x", "65-134 ms more at 1k-token prompts")
+    caveat = next(c.text for c in CAVEATS if c.name == "mla-moe")
+    assert f"median TTFT at 4 clients is {ratio} the modelled ({excess})" in caveat
+    readme = _one_line(TABLE.parents[2] / "README.md")
+    assert f"median TTFT at 4 clients {ratio.replace('-', '–').replace(' x', ' ×')} the modelled" in readme
+    with pytest.raises(ValueError, match="no tpot_s row"):
+        validation.validate_median_ttft(load_catalog(), measured, medians.head(1).with_columns(
+            mean_tpot_s=pl.lit(1.0)))
 
 
 def test_the_heavy_decode_caveat_and_the_readme_state_the_same_medians(validated):
