@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.formats import aibrix, azure, burstgpt, burstgpt_vllm, generic, llmperf, mooncake, openai_usage, vidur
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError, sha256_of
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError, is_one_of, sha256_of
 from pipelines.formats.detect import detect
 from pipelines.formats.source import head_text, invalid_utf8_at, nul_byte_at, plain_file
 
@@ -59,7 +59,7 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
     if model is not None and not (isinstance(model, str) and model.strip()):
         raise ValueError(f"{path}: model={model!r}: expected the served model's name as text,"
                          f" e.g. \"meta-llama/Llama-2-13b-chat-hf\"")
-    if format is not None and format not in FORMATS:
+    if format is not None and not is_one_of(format, FORMATS):
         raise ValueError(f"format={format!r}: expected one of {sorted(FORMATS)}")
     with plain_file(path) as plain:
         if format is None:

@@ -196,6 +196,13 @@ def is_count(value) -> bool:
             and math.isfinite(value) and value == int(value) and value >= 1)
 
 
+def is_one_of(value, names) -> bool:
+    """A name-valued option (a format, a time unit) is one of `names`: text, so that a sidecar's
+    JSON list or object where a name belongs is refused as no such name (looked up in a dict it
+    raised TypeError, unhashable, a traceback that failed the whole folder's ingest)."""
+    return isinstance(value, str) and value in names
+
+
 def is_positive_number(value) -> bool:
     """A format option that scales something: a finite number > 0 (not a bool, not NaN or inf)."""
     return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError, whole_count
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError, is_one_of, whole_count
 from pipelines.formats.csvlog import header_and_rows, split_fields
 from pipelines.formats.jsonlog import object_rows
 from pipelines.formats.rows import Labels, field_text, finish
@@ -120,7 +120,7 @@ def _typed(frame: pl.DataFrame, columns: dict, time_unit: str, latency_unit: str
 def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str, columns=None,
          time_unit=None, start_time=None, latency_unit="s") -> IngestResult:
     columns = check_mapping(columns, time_unit, fmt)
-    if latency_unit not in PER_SECOND:
+    if not is_one_of(latency_unit, PER_SECOND):
         raise ValueError(f"latency_unit={latency_unit!r}: expected one of {list(PER_SECOND)}, the"
                          f" unit of the observed_ttft_s / observed_e2e_s columns")
     expected = f"a {fmt} file with the mapped columns {sorted(set(columns.values()))}"

@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 
 from pipelines.formats import COMMON_OPTIONS, FORMATS, reader_options
-from pipelines.formats.common import start_time_of
+from pipelines.formats.common import is_one_of, start_time_of
 from pipelines.formats.source import sidecar_of
 
 
@@ -60,7 +60,7 @@ def raw_options(path: Path) -> dict:
         raise OptionsError(f"{sidecar}: holds a JSON {type(options).__name__}; expected a JSON object of "
                            f"read_trace options for {path.name}")
     format = options.get("format")
-    if format is not None and format not in FORMATS:
+    if format is not None and not is_one_of(format, FORMATS):
         raise OptionsError(f"{sidecar}: key 'format' is {format!r}; expected one of {sorted(FORMATS)}")
     allowed = _known_keys(format)
     for key in sorted(options):

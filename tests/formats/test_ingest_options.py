@@ -152,6 +152,42 @@ def test_bad_sidecar_fails_its_file_alone_and_names_it(inbox, tmp_path):
     assert query(warehouse, "SELECT count(*) FROM trace_files") == [(1,)]   # the sidecar is no trace
 
 
+MOONCAKE_ROW = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}\n'
+# Sidecar values of the wrong JSON type where a name belongs: each was looked up in a dict and
+# raised TypeError (unhashable type: 'list'), a traceback that failed the whole ingest, every
+# other file of the folder with it, and the preflight before it.
+WRONG_TYPES = [
+    ("mooncake_unit.jsonl", MOONCAKE_ROW, {"time_unit": ["ms"]}, "time_unit=['ms']: expected one of"),
+    ("listed_format.jsonl", MOONCAKE_ROW, {"format": ["mooncake"]}, "key 'format' is ['mooncake']; expected one of"),
+    ("latency_unit.csv", GENERIC, {**MAPPING, "latency_unit": {"ms": 1}}, "latency_unit={'ms': 1}: expected one of"),
+]
+
+
+def test_a_sidecar_value_of_the_wrong_type_fails_its_file_alone(inbox, tmp_path):
+    for name, body, options, _ in WRONG_TYPES:
+        (inbox / name).write_text(body)
+        write_sidecar(inbox / name, options)
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    warehouse = tmp_path / "w.duckdb"
+    check = check_of(ingest(warehouse))
+    assert check.metadata["failed_files"].value == sorted(name for name, *_ in WRONG_TYPES)
+    reasons = check.metadata["reasons"].value
+    for name, _, _, message in WRONG_TYPES:
+        assert f"- {inbox / name}" in reasons and message in reasons
+    assert query(warehouse, "SELECT trace FROM trace_files") == [("vidur_splitwise_code.excerpt",)]
+
+
+def test_the_preflight_passes_over_a_sidecar_of_the_wrong_type(inbox, capsys):
+    """The preflight reads every sidecar for its deployment; one that cannot be used is the
+    ingest's to name, with its log, not a traceback of the preflight."""
+    from pipelines.defs.preflight import main
+
+    (inbox / "t.jsonl").write_text(MOONCAKE_ROW)
+    write_sidecar(inbox / "t.jsonl", {"format": ["mooncake"]})
+    assert main([]) == 0
+    assert capsys.readouterr().out.startswith("configuration ok")
+
+
 def test_option_that_does_not_apply_to_the_detected_format_names_the_sidecar(inbox, tmp_path):
     warehouse = tmp_path / "w.duckdb"
     shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
