@@ -187,6 +187,16 @@ def whole_count(value: pl.Expr) -> pl.Expr:
     return pl.coalesce(exact, pl.when(exact.is_null()).then(whole))   # the float path only where needed
 
 
+def known_count(value: pl.Expr) -> pl.Expr:
+    """An optional count column (cached tokens: known prefix-cache hits) as Int64: where a row
+    has none (null, absent, an empty CSV cell) none is known, its DEFAULTS value 0, as the
+    canonical column is for a format that has no such field; else `whole_count`, so that a
+    value that is no count is still refused."""
+    text = value.cast(pl.String).str.strip_chars()
+    return pl.when(text.is_null() | (text == "")).then(pl.lit(DEFAULTS["cached_tokens"], pl.Int64)).otherwise(
+        whole_count(value))
+
+
 def is_count(value) -> bool:
     """A format option that counts something (clients, tokens): a whole number >= 1, an integer
     or a whole float (a sidecar's JSON `5.0` counts five clients, as catalog.build takes

@@ -17,8 +17,9 @@ latency_unit is the unit of the observed_ttft_s / observed_e2e_s columns: "s" (t
 "us" or "ns"; a log that records TTFT in milliseconds read as seconds would calibrate as a
 server a thousand times slower, every factor at its bound. JSONL mappings may use dotted paths ("usage.prompt_tokens"); one column may feed two targets
 (observed_ttft_s and observed_e2e_s both "latency" when the log only has one). CSV lines are
-split on commas without quoting (csvlog.py); a Parquet row's `line` is its 1-based row number
-and its `raw` text the row as JSON.
+split on commas without quoting (csvlog.py). An optional column a row leaves empty or null
+is none there: 0 cached tokens (common.known_count), a null name or latency. A Parquet row's
+`line` is its 1-based row number and its `raw` text the row as JSON.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, TraceFormatError, is_one_of, whole_count
+from pipelines.formats.common import IngestResult, Policies, TraceFormatError, is_one_of, known_count, whole_count
 from pipelines.formats.csvlog import header_and_rows, split_fields
 from pipelines.formats.jsonlog import object_rows
 from pipelines.formats.rows import Labels, field_text, finish
@@ -106,12 +107,13 @@ def _arrival(time_unit: str) -> pl.Expr:
 
 
 def _typed(frame: pl.DataFrame, columns: dict, time_unit: str, latency_unit: str) -> pl.DataFrame:
-    counts = ("prompt_tokens", "output_tokens", "cached_tokens")
+    counts = ("prompt_tokens", "output_tokens")
     latencies = ("observed_ttft_s", "observed_e2e_s")
     parsed = "arrival" in frame.collect_schema().names()   # a Parquet datetime column, used as it is
     return frame.with_columns(
         **({} if parsed else {"arrival": _arrival(time_unit)}),
-        **{name: whole_count(pl.col(TEXT[name])) for name in counts if name in columns},
+        **{name: whole_count(pl.col(TEXT[name])) for name in counts},
+        **({"cached_tokens": known_count(pl.col(TEXT["cached_tokens"]))} if "cached_tokens" in columns else {}),
         **{name: pl.col(TEXT[name]).cast(pl.Float64, strict=False) / per_second(latency_unit)
            for name in latencies if name in columns},
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.formats.common import IngestResult, Policies, whole_count
+from pipelines.formats.common import IngestResult, Policies, known_count
 from pipelines.formats.jsonlog import count, number, object_rows, text, value
 from pipelines.formats.rows import Labels, finish
 
@@ -35,7 +35,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies) -> IngestRes
         arrival_text=text("created"),
         prompt_tokens=count("usage.prompt_tokens"), prompt_text=text("usage.prompt_tokens"),
         output_tokens=count("usage.completion_tokens"), output_text=text("usage.completion_tokens"),
-        cached_tokens=pl.when(cached_raw.is_null()).then(0).otherwise(whole_count(cached_raw)),
+        cached_tokens=known_count(cached_raw),
         cached_text=text(CACHED),
         model=pl.col("raw").str.json_path_match("$.model"),
         tenant=pl.col("raw").str.json_path_match("$.user"),

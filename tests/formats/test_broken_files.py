@@ -287,6 +287,28 @@ def test_a_blank_tenant_or_model_names_no_one(tmp_path):
     assert read_trace(usage).requests["tenant"].to_list() == [None]
 
 
+def test_a_generic_log_without_a_cached_count_on_a_row_has_none_known(tmp_path):
+    """cached_tokens is an optional column: a row whose cell is empty (CSV), whose field is
+    absent or null (JSONL) or whose value is null (Parquet: pandas writes an int column with
+    gaps so) knows of no prefix-cache hit, 0, as an OpenAI usage record without one does. Each
+    such row was rejected, and in JSONL and Parquet with a reason naming no column ("fails a
+    check, and a field its reason would quote is missing"), while the other optional columns
+    (latencies, model, tenant) were null and kept."""
+    mapping = {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out", "cached_tokens": "hit"}
+    csv = write(tmp_path / "c.csv", "ts,in,out,hit\n0,100,10,40\n1,100,10,\n2,100,10, \n3,100,10,2.5\n")
+    jsonl = write(tmp_path / "c.jsonl", '{"ts": 0, "in": 100, "out": 10, "hit": 40}\n'
+                                        '{"ts": 1, "in": 100, "out": 10}\n'
+                                        '{"ts": 2, "in": 100, "out": 10, "hit": null}\n'
+                                        '{"ts": 3, "in": 100, "out": 10, "hit": 2.5}\n')
+    pl.DataFrame({"ts": [0, 1, 2, 3], "in": [100] * 4, "out": [10] * 4, "hit": [40.0, None, None, 2.5]}
+                 ).write_parquet(tmp_path / "c.parquet")
+    for path, line in ((csv, 5), (jsonl, 4), (tmp_path / "c.parquet", 4)):   # a CSV's line 1 is its header
+        result = read_trace(path, format=path.suffix[1:], time_unit="s", columns=mapping)
+        assert result.requests.select("arrival_s", "cached_tokens").rows() == [(0.0, 40), (1.0, 0), (2.0, 0)], path
+        assert result.rejected.select("line", "reason").rows() == [
+            (line, "hit is not a whole number in range: '2.5'")], path
+
+
 def test_a_tenant_or_model_name_is_stripped_in_every_format(tmp_path):
     """A CSV cell is stripped, a JSON string was not: the same team written "team-a " in a JSONL
     log was a tenant of its own in chargeback, beside the team-a of its other requests."""
