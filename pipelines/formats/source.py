@@ -29,6 +29,7 @@ from pipelines.formats.common import TraceFormatError
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")   # little- and big-endian
 HEAD_BYTES = 1 << 16
 TRACE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 TRACE_NAMES = f"*{', *'.join(TRACE_SUFFIXES)}, optionally .gz/.zst"   # for messages
@@ -94,18 +95,27 @@ def _unzstd(raw, out) -> None:
 
 
 def head_text(path: Path, shown: Path, expected: str) -> str:
-    """The first 64 KiB of a plain file as text; refuses empty, binary and non-UTF-8 files."""
+    """The first 64 KiB of a plain file as text; refuses empty, binary and non-UTF-8 files,
+    saying where the first byte that is not UTF-8 is (byte and line, as invalid_utf8_at does
+    past the head), and naming UTF-16 by its byte-order mark: what Windows PowerShell's `>` and
+    Excel's "Unicode Text" write is text, which "binary data" (its NUL bytes) sent the user to
+    look for a corrupt file instead of saving it again as UTF-8."""
     with path.open("rb") as handle:
         head = handle.read(HEAD_BYTES)
     if not head.strip(b"\xef\xbb\xbf \t\r\n"):
         raise TraceFormatError(f"{shown}: the file is empty; expected {expected}")
+    if head.startswith(UTF16_BOMS):
+        raise TraceFormatError(f"{shown}: UTF-16 text (byte-order mark {head[:2].hex(' ').upper()}), not UTF-8;"
+                               f" expected {expected}, saved as UTF-8")
     if b"\x00" in head:
         raise TraceFormatError(f"{shown}: binary data, not a text log; expected {expected}")
     try:
         text = head.decode("utf-8")
     except UnicodeDecodeError as exc:
         if len(head) < HEAD_BYTES or exc.start < HEAD_BYTES - 3:
-            raise TraceFormatError(f"{shown}: not UTF-8 text (byte {exc.start}); expected {expected}") from None
+            line = head.count(b"\n", 0, exc.start) + 1
+            raise TraceFormatError(f"{shown}: not UTF-8 text (byte {exc.start}, line {line}); expected"
+                                   f" {expected}") from None
         text = head[:exc.start].decode("utf-8")  # a character cut at the 64 KiB edge
     return text.removeprefix("\ufeff")   # not utf-8-sig: it counts exc.start from after the BOM
 

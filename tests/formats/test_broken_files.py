@@ -70,6 +70,15 @@ NOT_TRACES = [
      '{"timestamp": 5, "input_length": 5, "output_length": 1}\r', None, "(line 1 is 2 lines joined by bare CRs)"),
     ("vidur_length_stats.csv", "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n74,918,992,0.08\n",
      None, "(this is a token-length distribution with no arrival times, not a request log)"),
+    # Windows PowerShell's `>` and Excel's "Unicode Text" write UTF-16: it was "binary data, not
+    # a text log", which sends the user looking for a corrupt file instead of re-saving one
+    ("utf16.csv", f"{HEADER}\r\n2023-11-16 18:17:03.9799600,4808,10\r\n".encode("utf-16"), None,
+     "UTF-16 text (byte-order mark FF FE), not UTF-8; expected "),
+    ("utf16be.csv", b"\xfe\xff" + f"{HEADER}\n2023-11-16 18:17:03.9799600,4808,10\n".encode("utf-16-be"), "azure-llm",
+     "UTF-16 text (byte-order mark FE FF), not UTF-8; expected "),
+    # a Windows-1252 dash in the first 64 KiB was "not UTF-8 text (byte 79)": no line to look at
+    ("cp1252.csv", f"{HEADER}\n2023-11-16 18:17:03.9799600,4808,10\n2023-11-16 18:17:04.0,5,5 \u2013\n".encode("cp1252"),
+     None, "not UTF-8 text (byte 102, line 3); expected "),
 ]
 
 
