@@ -10,7 +10,8 @@
 time_unit is the arrival column's unit, never guessed: "s", "ms", "us", "ns" for a relative
 clock (give start_time= for wall-clock arrivals), "unix_s" / "unix_ms" for Unix epoch numbers,
 or "datetime" for ISO 8601 text (YYYY-MM-DD, optionally a time hh:mm[:ss[.fraction]] after "T" or
-a space, optionally "Z" or an offset ±hh:mm / ±hhmm: converted to UTC; no zone = UTC), parsed
+a space, the fraction after "." or ",", optionally "Z" or an offset ±hh:mm / ±hhmm / ±hh: converted
+to UTC; no zone = UTC), parsed
 with one explicit pattern, never inferred from the first row: other text is a rejected row. A
 Parquet datetime column is used as it is (a zone-aware one converted to UTC, a naive one = UTC).
 latency_unit is the unit of the observed_ttft_s / observed_e2e_s columns: "s" (the default), "ms",
@@ -43,8 +44,11 @@ TEXT = {"arrival": "arrival_text", "prompt_tokens": "prompt_text", "output_token
 CLOCKS = {"unix_s": "a number of Unix seconds", "unix_ms": "a number of Unix milliseconds",
           "datetime": "an ISO 8601 date-time"}
 ABSOLUTE = tuple(CLOCKS)
-ISO_8601 = (r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[T ](?P<hm>\d{2}:\d{2})(?P<s>:\d{2}(?:\.\d{1,9})?)?)?"
-            r"(?P<zone>[Zz]|[+-]\d{2}:?\d{2})?$")
+# A fraction after "." or "," (ISO 8601's decimal sign; Python logging's asctime writes
+# "00:00:00,123"), an offset of hours and minutes or of whole hours ("+02": DuckDB's and
+# PostgreSQL's text of a TIMESTAMPTZ, their CSV exports included).
+ISO_8601 = (r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[T ](?P<hm>\d{2}:\d{2})(?P<s>:\d{2}(?:[.,]\d{1,9})?)?)?"
+            r"(?P<zone>[Zz]|[+-]\d{2}(?::?\d{2})?)?$")
 
 
 def check_mapping(columns: dict | None, time_unit: str | None, fmt: str) -> dict:
@@ -83,9 +87,10 @@ def _iso_8601(text: pl.Expr) -> pl.Expr:
     """ISO 8601 text -> UTC datetime; null when it is not ISO 8601. Each row is brought to one
     full form and parsed with one format, so no row decides how the others are read."""
     part = text.str.strip_chars().str.extract_groups(ISO_8601).struct.field
-    zone = part("zone").str.replace(r"^[Zz]$", "+00:00").fill_null("+00:00")
-    full = pl.concat_str(part("date"), pl.lit("T"), part("hm").fill_null("00:00"), part("s").fill_null(":00"),
-                         zone)
+    zone = (part("zone").str.replace(r"^[Zz]$", "+00:00").str.replace(r"^([+-]\d{2})$", "${1}:00")
+            .fill_null("+00:00"))
+    seconds = part("s").str.replace(",", ".", literal=True).fill_null(":00")
+    full = pl.concat_str(part("date"), pl.lit("T"), part("hm").fill_null("00:00"), seconds, zone)
     return full.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f%#z", strict=False, time_unit="us")
 
 

@@ -833,6 +833,31 @@ def test_generic_datetimes_are_iso_8601_row_by_row(tmp_path):
     assert str(r["arrival_ts"][0]) == "2024-01-01 00:00:00+00:00"
 
 
+def test_generic_datetimes_as_databases_and_python_logging_write_them(tmp_path):
+    """Two ISO 8601 forms were rejected on every row: an offset of whole hours written "+02"
+    (what DuckDB's and PostgreSQL's CSV export of a TIMESTAMPTZ column writes:
+    `2024-05-10 02:00:00.5+02`), and a decimal comma before the fraction (ISO 8601's own
+    preference, and Python logging's asctime: `2024-05-10 00:00:00,123`, in a JSON log)."""
+    path = write(tmp_path / "export.csv", "ts,in,out\n"
+                 "2024-05-10 02:00:00.5+02,1,1\n"   # 00:00:00.5 UTC
+                 "2024-05-10 00:00:01+00,2,1\n"
+                 "2024-05-09 20:30:02-03,3,1\n"     # 23:30:02 UTC the day before
+                 "2024-05-10 00:00:03+2,4,1\n")     # one digit is no ISO 8601 offset
+    result = read_trace(path, **DATETIME_CSV)
+    assert result.requests.select("prompt_tokens", "arrival_ts").rows() == [
+        (3, dt.datetime(2024, 5, 9, 23, 30, 2, tzinfo=dt.timezone.utc)),
+        (1, dt.datetime(2024, 5, 10, 0, 0, 0, 500000, tzinfo=dt.timezone.utc)),
+        (2, dt.datetime(2024, 5, 10, 0, 0, 1, tzinfo=dt.timezone.utc))]
+    assert result.rejected.select("line", "reason").rows() == [
+        (5, "ts is not an ISO 8601 date-time: '2024-05-10 00:00:03+2'")]
+    logged = write(tmp_path / "app.jsonl", '{"asctime": "2024-05-10 00:00:00,123", "in": 1, "out": 1}\n'
+                                           '{"asctime": "2024-05-10T00:00:01,5Z", "in": 2, "out": 1}\n')
+    r = read_trace(logged, format="jsonl", time_unit="datetime",
+                   columns={"arrival": "asctime", "prompt_tokens": "in", "output_tokens": "out"}).requests
+    assert r["arrival_ts"].to_list() == [dt.datetime(2024, 5, 10, 0, 0, 0, 123000, tzinfo=dt.timezone.utc),
+                                         dt.datetime(2024, 5, 10, 0, 0, 1, 500000, tzinfo=dt.timezone.utc)]
+
+
 @pytest.mark.parametrize("zone", [None, "Asia/Kolkata", "UTC"])
 def test_generic_parquet_datetime_column_is_used_as_it_is(tmp_path, zone):
     arrival = pl.Series("t", [dt.datetime(2024, 1, 1, 5, 30), dt.datetime(2024, 1, 1, 5, 30, 1, 500)],
