@@ -167,6 +167,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
                     ttft=columns.get("observed_ttft_s", "observed_ttft_s"),
                     e2e=columns.get("observed_e2e_s", "observed_e2e_s"),
                     clock=CLOCKS.get(time_unit, f"a number of {time_unit}"),
-                    unit=time_unit if time_unit in PER_SECOND else "s", latency_unit=latency_unit)
+                    unit=time_unit if time_unit in PER_SECOND else "s", latency_unit=latency_unit,
+                    unix_clock="a Unix time is read with time_unit='unix_s' or 'unix_ms'")
     return finish(_typed(frame, columns, time_unit, latency_unit), path=shown, fmt=fmt, sha256=sha256, labels=labels,
                   policies=policies, start_time=start_time)

@@ -74,6 +74,11 @@ class Labels:
     unit: str = "s"
     ttft: str = "observed_ttft_s"
     e2e: str = "observed_e2e_s"
+    # how a log of Unix times is read, for the reason of a relative arrival too far from its
+    # clock's zero: only the generic formats take time_unit 'unix_s' / 'unix_ms', so the others
+    # (Mooncake's time_unit refuses them; BurstGPT and Vidur have none) name those formats
+    unix_clock: str = ("a log of Unix times is read as format 'csv' or 'jsonl' with a column mapping and"
+                       " time_unit='unix_s' or 'unix_ms'")
     # the unit a generic log's latencies were read in (its latency_unit option); None for a
     # format whose unit is fixed. A latency beyond a day is then most likely read in the wrong
     # unit, and its reason names the setting that fixes it, not only the bound.
@@ -134,9 +139,8 @@ def _arrival_bound(labels: Labels, relative: bool) -> tuple[pl.Expr, pl.Expr]:
         bound = f"{MAX_RELATIVE_ARRIVAL_S * per_second(labels.unit):.0f} {labels.unit}"
         return (arrival > MAX_RELATIVE_ARRIVAL_S,
                 pl.format("{} is '{}': beyond {} years ({}) from the clock's zero, longer than a relative "
-                          "clock runs (a wrong unit or a broken clock; a Unix time is read with "
-                          "time_unit='unix_s' or 'unix_ms')", pl.lit(labels.arrival), value,
-                          pl.lit(MAX_RELATIVE_ARRIVAL_YEARS), pl.lit(bound)))
+                          "clock runs (a wrong unit or a broken clock; {})", pl.lit(labels.arrival), value,
+                          pl.lit(MAX_RELATIVE_ARRIVAL_YEARS), pl.lit(bound), pl.lit(labels.unix_clock)))
     return ((arrival < EARLIEST_ARRIVAL) | (arrival >= LATEST_ARRIVAL),
             pl.format("{} is '{}': outside {} to {} UTC, the window a request's arrival can fall in (a wrong "
                       "unit or a broken clock)", pl.lit(labels.arrival), value,
