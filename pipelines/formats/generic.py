@@ -101,6 +101,18 @@ def _utc(column: str, dtype: pl.Datetime) -> pl.Expr:
     return utc.dt.cast_time_unit("us")
 
 
+def _row_json(table: pl.DataFrame) -> pl.Expr:
+    """A Parquet row as the JSON text `raw` keeps of it. JSON has no NaN or infinity and
+    json_encode writes them null, so a float column holding one is written as text ("NaN",
+    "inf"): a row with a NaN latency read as one with none, its reason quoting a NaN its raw
+    text did not show, and two rows differing only so were exact duplicates (the later one,
+    valid, rejected as such under duplicates='reject')."""
+    non_finite = {name for name, dtype in table.schema.items()
+                  if dtype.is_float() and not table[name].is_finite().fill_null(True).all()}
+    return pl.struct(pl.col(name).cast(pl.String) if name in non_finite else pl.col(name)
+                     for name in table.columns).struct.json_encode()
+
+
 def _arrival(time_unit: str) -> pl.Expr:
     value = pl.col("arrival_text")
     if time_unit == "datetime":
@@ -156,7 +168,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
         direct = time_unit == "datetime" and isinstance(dtype, pl.Datetime)
         frame = table.select(
             line=pl.int_range(1, pl.len() + 1, dtype=pl.Int64),
-            raw=pl.struct(pl.all()).struct.json_encode(),
+            raw=_row_json(table),
             bad=pl.lit(None, pl.String),
             **{TEXT[key]: pl.col(src).cast(pl.String) for key, src in columns.items()},
             **({"arrival": _utc(columns["arrival"], dtype)} if direct else {}),

@@ -1093,6 +1093,23 @@ def test_a_whole_valued_decimal_is_the_count_it_says_in_every_format(tmp_path):
                                                    "in is not a whole number in range: 'NaN'"]
 
 
+def test_a_parquet_row_with_a_nan_is_not_a_duplicate_of_one_with_a_null(tmp_path):
+    """A Parquet row's raw text is the row as JSON, which has no NaN: json_encode wrote NaN as
+    null, so a row whose latency is NaN (rejected) and a row whose latency is null (none
+    observed, kept) had the same raw text: the second was counted an exact duplicate, and
+    rejected as one under duplicates='reject', and the first's reason quoted a NaN its raw
+    text did not show."""
+    pl.DataFrame({"ts": [0.0, 0.0], "in": [10, 10], "out": [5, 5], "e2e": [float("nan"), None]}
+                 ).write_parquet(tmp_path / "n.parquet")
+    result = read_trace(tmp_path / "n.parquet", format="parquet", time_unit="s", duplicates="reject",
+                        columns={"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out",
+                                 "observed_e2e_s": "e2e"})
+    assert result.counts["exact_duplicates"] == 0
+    assert result.requests.select("arrival_s", "observed_e2e_s").rows() == [(0.0, None)]
+    assert result.rejected.select("line", "raw", "reason").rows() == [
+        (1, '{"ts":0.0,"in":10,"out":5,"e2e":"NaN"}', "e2e is NaN s: not a latency in seconds (0 to 86400)")]
+
+
 def test_a_folder_given_as_a_trace_file_is_named_as_a_folder(tmp_path):
     """read_trace on a folder said "no such file", which it is not."""
     with pytest.raises(TraceFormatError, match="is a folder: expected one trace file"):
