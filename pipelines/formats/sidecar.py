@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pipelines.formats import COMMON_OPTIONS, FORMATS, reader_options
 from pipelines.formats.common import is_one_of, start_time_of
-from pipelines.formats.source import sidecar_of
+from pipelines.formats.source import sidecar_of, utf16_text
 
 
 class OptionsError(ValueError):
@@ -51,8 +51,12 @@ def raw_options(path: Path) -> dict:
     sidecar = sidecar_of(path)
     if not sidecar.is_file():
         return {}
-    try:
-        options = json.loads(sidecar.read_text(encoding="utf-8"))
+    data = sidecar.read_bytes()
+    if (utf16 := utf16_text(data)) is not None:
+        raise OptionsError(f"{sidecar}: {utf16}; expected a JSON object of read_trace options for {path.name},"
+                           f" saved as UTF-8")
+    try:   # past a UTF-8 BOM, which Windows Notepad writes (the logs may carry one too)
+        options = json.loads(data.decode("utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise OptionsError(f"{sidecar}: not valid JSON ({exc}); expected a JSON object of read_trace "
                            f"options for {path.name}, e.g. {{\"format\": \"csv\", \"time_unit\": \"s\", ...}}") from None

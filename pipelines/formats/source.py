@@ -104,9 +104,8 @@ def head_text(path: Path, shown: Path, expected: str) -> str:
         head = handle.read(HEAD_BYTES)
     if not head.strip(b"\xef\xbb\xbf \t\r\n"):
         raise TraceFormatError(f"{shown}: the file is empty; expected {expected}")
-    if head.startswith(UTF16_BOMS):
-        raise TraceFormatError(f"{shown}: UTF-16 text (byte-order mark {head[:2].hex(' ').upper()}), not UTF-8;"
-                               f" expected {expected}, saved as UTF-8")
+    if (utf16 := utf16_text(head)) is not None:
+        raise TraceFormatError(f"{shown}: {utf16}; expected {expected}, saved as UTF-8")
     if b"\x00" in head:
         raise TraceFormatError(f"{shown}: binary data, not a text log; expected {expected}")
     try:
@@ -118,6 +117,14 @@ def head_text(path: Path, shown: Path, expected: str) -> str:
                                    f" {expected}") from None
         text = head[:exc.start].decode("utf-8")  # a character cut at the 64 KiB edge
     return text.removeprefix("\ufeff")   # not utf-8-sig: it counts exc.start from after the BOM
+
+
+def utf16_text(head: bytes) -> str | None:
+    """What a file starting with `head` is when a UTF-16 byte-order mark opens it (what
+    Windows PowerShell's `>` and Excel's "Unicode Text" write), for a message; else None."""
+    if not head.startswith(UTF16_BOMS):
+        return None
+    return f"UTF-16 text (byte-order mark {head[:2].hex(' ').upper()}), not UTF-8"
 
 
 def invalid_utf8_at(path: Path) -> tuple[int, int] | None:

@@ -133,6 +133,22 @@ def test_sidecar_that_is_not_json(tmp_path):
         file_options(log)
 
 
+def test_a_sidecar_saved_with_a_bom_is_read_and_one_in_utf16_is_named(tmp_path):
+    """Windows Notepad and PowerShell's `Set-Content -Encoding UTF8` write a UTF-8 BOM, which the
+    logs may carry but a sidecar could not ("not valid JSON (Unexpected UTF-8 BOM ...)"), failing
+    its log; PowerShell's `>` writes UTF-16, which was "'utf-8' codec can't decode byte 0xff"."""
+    log = tmp_path / "t.csv"
+    log.write_text(GENERIC)
+    sidecar = log.with_name("t.csv.fleetspend.json")
+    sidecar.write_bytes(b"\xef\xbb\xbf" + json.dumps(MAPPING).encode() + b"\r\n")
+    assert file_options(log) == MAPPING
+    sidecar.write_bytes(json.dumps(MAPPING).encode("utf-16"))
+    with pytest.raises(OptionsError) as info:
+        file_options(log)
+    assert str(info.value).startswith(f"{sidecar}: UTF-16 text (byte-order mark FF FE), not UTF-8; expected a JSON"
+                                      f" object of read_trace options for t.csv")
+
+
 def test_start_time_from_a_sidecar(tmp_path):
     log = tmp_path / "t.csv"
     log.write_text(GENERIC)
