@@ -26,6 +26,7 @@ is none there: 0 cached tokens (common.known_count), a null name or latency. A P
 from __future__ import annotations
 
 import difflib
+import json
 from pathlib import Path
 
 import polars as pl
@@ -81,6 +82,14 @@ def _mapping_slips(columns) -> str:
         close = difflib.get_close_matches(str(key), REQUIRED + OPTIONAL, n=1)
         slips.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     return f"; it lacks {lacks}" + (f" and has {', '.join(slips)}, not a field" if slips else "")
+
+
+def _json_path(name: str) -> str:
+    """A JSONL mapping's field name as a JSON path: each dotted part a key of the object before
+    it ("usage.prompt_tokens"), written in brackets, so that a key with a space, a dash or a
+    quote is one key: a pandas export's "Request tokens" in `$.Request tokens` matched nothing,
+    and every row was rejected as missing the field it held."""
+    return "$" + "".join(f"[{json.dumps(part)}]" for part in name.split("."))
 
 
 def _iso_8601(text: pl.Expr) -> pl.Expr:
@@ -154,7 +163,7 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
             **{TEXT[key]: pl.col(f"source:{src.lower()}") for key, src in columns.items()})
     elif fmt == "jsonl":
         frame = object_rows(plain, shown, expected).with_columns(
-            **{TEXT[key]: pl.col("raw").str.json_path_match(f"$.{src}") for key, src in columns.items()})
+            **{TEXT[key]: pl.col("raw").str.json_path_match(_json_path(src)) for key, src in columns.items()})
     else:
         try:
             table = pl.read_parquet(plain)

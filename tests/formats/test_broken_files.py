@@ -318,6 +318,21 @@ def test_a_generic_log_without_a_cached_count_on_a_row_has_none_known(tmp_path):
             (line, "hit is not a whole number in range: '2.5'")], path
 
 
+def test_a_jsonl_mapping_names_fields_whose_names_have_spaces(tmp_path):
+    """pandas' to_json(orient="records", lines=True) of a BurstGPT frame keeps its column names,
+    "Request tokens" among them: mapped, such a field read as absent on every row ("Request
+    tokens is not a whole number in range: 'missing'" though the row holds 472). A dotted name
+    is still a path into nested objects."""
+    path = write(tmp_path / "b.jsonl", '{"Timestamp": 5, "Request tokens": 472, "Response tokens": 18,'
+                                       ' "Log Type": "API log", "usage": {"e2e-s": 1.5}}\n')
+    result = read_trace(path, format="jsonl", time_unit="s", columns={
+        "arrival": "Timestamp", "prompt_tokens": "Request tokens", "output_tokens": "Response tokens",
+        "tenant": "Log Type", "observed_e2e_s": "usage.e2e-s"})
+    assert result.rejected.height == 0
+    assert result.requests.select("prompt_tokens", "output_tokens", "tenant", "observed_e2e_s").rows() == [
+        (472, 18, "API log", 1.5)]
+
+
 def test_a_tenant_or_model_name_is_stripped_in_every_format(tmp_path):
     """A CSV cell is stripped, a JSON string was not: the same team written "team-a " in a JSONL
     log was a tenant of its own in chargeback, beside the team-a of its other requests."""
