@@ -80,7 +80,10 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
                                    f" them); expected {_EXPECTED.get(name, f'a {name} request log')}")
         try:
             return _with_model(reader(plain, path, sha256_of(path), policies, **options), model)
-        except pl.exceptions.ComputeError as exc:  # raised while scanning, e.g. the text is not UTF-8
+        # ComputeError is raised while scanning, e.g. where the text is not UTF-8; the others
+        # where a value is of a type no check expects (a list or an object where a number
+        # belongs), which would otherwise fail the whole folder's ingest with a traceback
+        except pl.exceptions.PolarsError as exc:
             expected = _EXPECTED.get(name, f"a {name} request log")
             if (at := invalid_utf8_at(plain)) is not None:
                 raise TraceFormatError(f"{path}: not UTF-8 text (byte {at[0]}, line {at[1]});"

@@ -173,6 +173,11 @@ def read(plain: Path, shown: Path, sha256: str, policies: Policies, *, fmt: str,
         missing = sorted(set(columns.values()) - set(table.columns))
         if missing:
             raise TraceFormatError(f"{shown}: no column(s) {missing}; expected {expected}")
+        # a column of lists (token ids) or structs holds no count, time or name to check per row
+        for name in sorted(set(columns.values())):
+            if table.schema[name].is_nested():
+                raise TraceFormatError(f"{shown}: column {name!r} is {table.schema[name]}, not one value per row;"
+                                       f" expected {expected}")
         dtype = table.schema[columns["arrival"]]
         direct = time_unit == "datetime" and isinstance(dtype, pl.Datetime)
         frame = table.select(

@@ -1125,6 +1125,26 @@ def test_a_parquet_row_with_a_nan_is_not_a_duplicate_of_one_with_a_null(tmp_path
         (1, '{"ts":0.0,"in":10,"out":5,"e2e":"NaN"}', "e2e is NaN s: not a latency in seconds (0 to 86400)")]
 
 
+def test_a_list_or_object_where_a_value_belongs_fails_its_file_with_one_message(tmp_path):
+    """A Parquet column of lists mapped as a count or an arrival (token ids, say), an LLMPerf
+    error_code written as a list, a BurstGPT-vLLM field written as an object: each raised a Polars
+    error read_trace did not catch (InvalidOperationError, SchemaError), a traceback that failed
+    the whole folder's ingest."""
+    pl.DataFrame({"ts": [0.0, 1.0], "ids": [[1, 2], [3]], "out": [5, 5]}).write_parquet(tmp_path / "ids.parquet")
+    with pytest.raises(TraceFormatError) as info:
+        read_trace(tmp_path / "ids.parquet", format="parquet", time_unit="s",
+                   columns={"arrival": "ts", "prompt_tokens": "ids", "output_tokens": "out"})
+    assert str(info.value) == (f"{tmp_path / 'ids.parquet'}: column 'ids' is List(Int64), not one value per"
+                               f" row; expected a parquet file with the mapped columns ['ids', 'out', 'ts']")
+    listed = write(tmp_path / "listed.json", json.dumps([LLMPERF_ROW, {**LLMPERF_ROW, "error_code": [429]}]))
+    vllm = write(tmp_path / "vllm.json", json.dumps({"0": VLLM_ROW, "1": {**VLLM_ROW, "event_id": 1, "in_len": {"n": 5}}}))
+    for path, options in ((listed, {}), (vllm, {"out_len_per_token": 6.5})):
+        with pytest.raises(TraceFormatError) as info:
+            read_trace(path, **options)
+        text = str(info.value)
+        assert text.startswith(f"{path}: could not be read (") and "; expected " in text and "\n" not in text
+
+
 def test_a_folder_given_as_a_trace_file_is_named_as_a_folder(tmp_path):
     """read_trace on a folder said "no such file", which it is not."""
     with pytest.raises(TraceFormatError, match="is a folder: expected one trace file"):
