@@ -632,6 +632,29 @@ def test_a_file_read_under_older_reader_rules_is_read_again(inbox, tmp_path, mon
     assert files_metadata(ingest(warehouse))["files_ingested_this_run"] == 0
 
 
+def test_a_generic_log_read_by_reader_version_3_is_read_again(inbox, tmp_path, monkeypatch):
+    """Version 3 rejected a generic log's rows without a cached_tokens value; today's readers
+    take them with 0 (and read +02 offsets, decimal commas and JSONL field names with spaces):
+    a log ingested by version 3 must be read again, or its rows stay out of the figures."""
+    from pipelines.formats import generic
+    from pipelines.formats.common import whole_count
+
+    warehouse = tmp_path / "w.duckdb"
+    (inbox / "team.csv").write_text("ts,in,out,hit\n0,100,10,40\n1,100,10,\n")
+    (inbox / "team.csv.fleetspend.json").write_text(json.dumps({
+        "format": "csv", "time_unit": "s",
+        "columns": {"arrival": "ts", "prompt_tokens": "in", "output_tokens": "out", "cached_tokens": "hit"}}))
+    with monkeypatch.context() as older:   # version 3's rule: a count, or the row is rejected
+        older.setattr(generic, "known_count", whole_count)
+        ingest(warehouse)
+    with duckdb.connect(str(warehouse)) as conn:
+        conn.execute("UPDATE trace_files SET reader_version = 3")
+    assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(1,)]
+    assert files_metadata(ingest(warehouse))["files_ingested_this_run"] == 1
+    assert query(warehouse, "SELECT cached_tokens FROM requests ORDER BY arrival_s") == [(40,), (0,)]
+    assert query(warehouse, "SELECT count(*) FROM rejected_requests") == [(0,)]
+
+
 def test_the_failed_files_check_names_the_first_broken_file_in_its_description(tmp_path):
     """The UI shows a check's description on its page and in the run log: the failed
     every_trace_file_ingested had none, so it read only 'Failed' until one opened its metadata."""
