@@ -15,6 +15,7 @@ metadata around `ingest_folder`.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,11 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
     claimed = {traces[f]: f for f in traces if f in present}
     catalog = functools.cache(lambda: load_catalog(reference_dir()))   # read once, if a sidecar needs it
     for file in files:
+        if (shown := _not_utf8_name(file)) is not None:
+            outcome.failed[shown] = (f"{shown}: its file name is not UTF-8 text (a name in another encoding,"
+                                     f" e.g. from an archive made on Windows); expected a UTF-8 name:"
+                                     f" rename the file")
+            continue
         options: dict = {}
         try:
             options = raw_options(file)
@@ -99,6 +105,17 @@ def ingest_folder(conn: duckdb.DuckDBPyConnection, files: list[Path],
             f"{_calibration_note(calibration)}")
     record_failures(conn, outcome.failed)
     return outcome
+
+
+def _not_utf8_name(file: Path) -> str | None:
+    """`file` as text that can be shown and stored (its other bytes written \\xe9), when its name
+    is not UTF-8, else None. Python holds such a name's bytes as surrogates, which Polars' scan
+    (a TypeError) and DuckDB take no text of: one such log failed the whole folder's ingest."""
+    try:
+        str(file).encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(file).decode("utf-8", "backslashreplace")
+    return None
 
 
 def _check_deployment(file: Path, options: dict, catalog: Callable[[], Catalog]) -> None:

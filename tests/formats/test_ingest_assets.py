@@ -97,6 +97,28 @@ def test_incremental_idempotent_and_a_bad_file_fails_alone(inbox, tmp_path):
     assert query(warehouse, "SELECT count(*) FROM trace_files") == [(2,)]
 
 
+def test_a_log_whose_file_name_is_not_utf8_fails_alone(inbox, tmp_path):
+    """A name in another system's encoding (Latin-1 `café.csv` from an archive made on Windows)
+    is bytes Python holds as surrogates, which Polars' scan and DuckDB take no text of: the
+    whole folder's ingest failed with a TypeError. It fails alone, named as it can be shown,
+    and the folder's other logs ingest."""
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copy(PUBLIC / "vidur_splitwise_code.excerpt.csv", inbox)
+    latin1 = os.path.join(os.fsencode(inbox), b"caf\xe9.csv")
+    try:
+        shutil.copyfile(PUBLIC / "vidur_splitwise_code.excerpt.csv", latin1)
+    except OSError:
+        pytest.skip("this file system takes only UTF-8 names")
+    shown = f"{inbox}/caf\\xe9.csv"
+    check = [e for e in ingest(warehouse).get_asset_check_evaluations()
+             if e.check_name == "every_trace_file_ingested"][0]
+    assert check.metadata["reasons"].value == (
+        f"- {shown}: its file name is not UTF-8 text (a name in another encoding, e.g. from an archive"
+        f" made on Windows); expected a UTF-8 name: rename the file")
+    assert query(warehouse, "SELECT trace FROM trace_files") == [("vidur_splitwise_code.excerpt",)]
+    assert query(warehouse, "SELECT file FROM failed_trace_files") == [(shown,)]
+
+
 def test_calibration_tables_exist_empty_before_calibration_runs(inbox, tmp_path):
     """The ingest (every run's first step) creates the calibration tables and the view
     calibration_requests, so SQL against them works, with no rows, before the on-demand
