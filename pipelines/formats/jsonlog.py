@@ -5,7 +5,7 @@ instead of becoming a 1 or failing the whole file (`_bare_words_as_text`).
 
 A line that is not a JSON object is a rejected row ("not a JSON object"), not a failed file:
 JSONL files are appended to by running services and a torn last line is common. Blank lines are
-skipped, not counted. A field's text is kept for the reason when it is not a usable number.
+skipped, not counted; a UTF-8 BOM is dropped at the start of any line, not only the file's. A field's text is kept for the reason when it is not a usable number.
 """
 
 from __future__ import annotations
@@ -47,7 +47,9 @@ def object_rows(plain: Path, shown: Path, expected: str) -> pl.LazyFrame:
         raise TraceFormatError(f"{shown}: the first line {first[:80]!r} is not a JSON object; expected {expected}")
     whole = pl.col("raw").str.json_path_match("$")
     invalid = whole.is_null() | ~pl.col("raw").str.strip_chars().str.starts_with("{")
-    return read_lines(plain).filter(pl.col("raw").str.strip_chars() != "").with_columns(
+    # a BOM opening a line inside the file: logs saved with one and joined (`cat a.jsonl b.jsonl`)
+    lines = read_lines(plain).with_columns(pl.col("raw").str.strip_prefix(UTF8_BOM.decode()))
+    return lines.filter(pl.col("raw").str.strip_chars() != "").with_columns(
         bad=pl.when(invalid & pl.col("raw").str.contains(NON_FINITE))
         .then(pl.lit("a NaN or Infinity value: non-finite numbers are not JSON and are not accepted"))
         .when(invalid).then(pl.lit("not a JSON object (a torn or corrupt line)")),

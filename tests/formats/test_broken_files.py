@@ -1145,6 +1145,18 @@ def test_a_list_or_object_where_a_value_belongs_fails_its_file_with_one_message(
         assert text.startswith(f"{path}: could not be read (") and "; expected " in text and "\n" not in text
 
 
+def test_jsonl_logs_joined_with_their_boms_keep_every_row(tmp_path):
+    """`cat a.jsonl b.jsonl` of two logs saved with a UTF-8 BOM puts b's BOM at the start of a
+    line inside the file: that row, a whole JSON object, was rejected as "not a JSON object (a
+    torn or corrupt line)". A BOM is dropped at the start of every line, as it is at the
+    start of the file."""
+    row = '{{"timestamp": {}, "input_length": 600, "output_length": 5}}\n'
+    path = write(tmp_path / "joined.jsonl", b"\xef\xbb\xbf" + row.format(0).encode()
+                 + b"\xef\xbb\xbf" + row.format(10).encode())
+    result = read_trace(path)
+    assert result.rejected.height == 0 and result.requests["arrival_s"].to_list() == [0.0, 0.01]
+
+
 def test_a_folder_given_as_a_trace_file_is_named_as_a_folder(tmp_path):
     """read_trace on a folder said "no such file", which it is not."""
     with pytest.raises(TraceFormatError, match="is a folder: expected one trace file"):
