@@ -23,12 +23,15 @@ EXPECTED = "an Azure LLM trace CSV with a header TIMESTAMP,ContextTokens,Generat
 COLUMNS = {"timestamp": "arrival_text", "contexttokens": "prompt_text", "generatedtokens": "output_text"}
 HEADERS = ({"timestamp", "contexttokens", "generatedtokens"},
            {"timestamp", "numimages", "contexttokens", "generatedtokens"})
+UTC_SUFFIX = r"(?:Z|[+-]00(?::?00)?)$"
 LABELS = Labels("TIMESTAMP", "ContextTokens", "GeneratedTokens", clock="a UTC date-time")
 
 
 def parse_timestamp(col: pl.Expr) -> pl.Expr:
-    """All three Azure clock formats -> UTC datetime; anything else -> null."""
-    naive = col.str.strip_suffix("Z").str.strip_suffix("+00:00").str.replace("T", " ", literal=True)
+    """All three Azure clock formats -> UTC datetime; anything else -> null. UTC is any of its
+    spellings ("Z", "+00:00", "+0000", "+00": DuckDB's and PostgreSQL's text of a UTC time, which
+    a log given Azure's column names may hold); another offset is no UTC date-time, rejected."""
+    naive = col.str.replace(UTC_SUFFIX, "").str.replace("T", " ", literal=True)
     return naive.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us").dt.replace_time_zone("UTC")
 
 

@@ -119,6 +119,23 @@ def test_2024_whole_second_timestamps_without_fraction(tmp_path):
     assert result.requests["arrival_s"].to_list() == [0.0, 0.001163]
 
 
+def test_every_spelling_of_utc_is_utc_and_other_offsets_are_refused(tmp_path):
+    """A log given Azure's column names to be recognised, its timestamps exported by DuckDB or
+    PostgreSQL in a UTC session ("+00"), or written "+0000", had every row rejected as "not a UTC
+    date-time"; an offset other than UTC is still refused (the format's clock is UTC), never
+    shifted."""
+    path = tmp_path / "exported.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    "2024-05-12 00:00:00.5+00,10,2\n"
+                    "2024-05-12 00:00:01+0000,20,3\n"
+                    "2024-05-12T00:00:02.25-00:00,30,4\n"
+                    "2024-05-12 02:00:03+02,40,5\n")
+    result = read_azure_csv(path)
+    assert result.requests.select("prompt_tokens", "arrival_s").rows() == [(10, 0.0), (20, 0.5), (30, 1.75)]
+    assert result.rejected.select("line", "reason").rows() == [
+        (5, "TIMESTAMP is not a UTC date-time: '2024-05-12 02:00:03+02'")]
+
+
 # ---- bad rows --------------------------------------------------------------------------------------
 
 GOOD_AND_BAD = [
