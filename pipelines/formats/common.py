@@ -73,12 +73,12 @@ COUNTS = ("exact_duplicates", "zero_output_rows", "failed_rows")
 # and tenant names are stripped in every format (a JSON log kept "team-a "), and a text file
 # with a NUL byte past its first 64 KiB fails (read before with that line cut at the NUL).
 # 3: a Mooncake row with more hash_ids than its prompt fills blocks is rejected (a log of
-# 16-token blocks read at 512 credited each hash as 512 cached tokens). 4: generic logs keep
-# rows version 3 rejected: no cached_tokens value (0 known), an ISO 8601 arrival with a "+02"
-# offset or a decimal comma, a JSONL field whose name has a space; an Azure TIMESTAMP in UTC
-# written "+00" or "+0000"; a JSONL line opening with a
-# BOM (logs joined with cat) is read; a Parquet NaN is no longer written null in raw (a NaN row
-# and a null row were exact duplicates).
+# 16-token blocks read at 512 credited each hash as 512 cached tokens). 4: rows version 3
+# rejected are kept: a generic log's row without a cached_tokens value (0 known), with an ISO
+# 8601 arrival offset "+02" or a decimal comma, or a JSONL field whose name has a space; an
+# Azure TIMESTAMP in UTC written "+00" or "+0000"; a JSONL line opening with a BOM (logs joined
+# with cat); and a Parquet NaN is no longer written null in raw (a NaN row and a null row were
+# exact duplicates).
 READER_VERSION = 4
 
 
