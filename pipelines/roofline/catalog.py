@@ -381,7 +381,7 @@ class Catalog:
         kv_defaulted = kv_cache is None   # only an absent one: "" is a dtype that does not exist
         kv_cache = weights if kv_defaulted else kv_cache
         for label, dtype in (("weights", weights), ("kv_cache", kv_cache)):
-            if dtype not in DTYPE_BYTES:
+            if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:   # a list is unhashable
                 raise CatalogError(f"{label}={dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
         allowed = {f.name for f in fields(Scheduler)}
         unknown = set(scheduler_options) - allowed
@@ -556,7 +556,11 @@ class Catalog:
             label, which, prices = "default price", "", listed.filter(pl.col("is_default"))
         else:
             label, which = "price", f" from provider {provider!r} plan {plan!r}"
-            prices = listed.filter((pl.col("provider") == provider) & (pl.col("plan") == plan))
+            # a provider or plan that is not text is no row's (compared with the column, a list
+            # raised polars' InvalidOperationError), as _one takes a name
+            texts = isinstance(provider, str) and isinstance(plan, str)
+            prices = (listed.filter((pl.col("provider") == provider) & (pl.col("plan") == plan))
+                      if texts else listed.head(0))
         if prices.height == 0:
             have = ", ".join(f"{a} {b}" for a, b in listed.select("provider", "plan").iter_rows())
             raise CatalogError(f"no {label} for gpu {gpu!r}{which} in {self.file('prices')};"

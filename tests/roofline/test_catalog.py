@@ -222,12 +222,21 @@ def test_a_misspelt_name_is_answered_with_the_closest_choice_first(catalog):
     (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", stack=None),
      r"^unknown serving stack for hopper GPUs None: .*gpu_efficiency\.csv has current, "),
     (lambda c: c.deployment(5), r"^unknown deployment 5: .*deployments\.csv has aibrix"),
+    (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", weights=["fp8"]),
+     r"^weights=\['fp8'\]: expected one of bf16, fp16, fp8, int8, fp4$"),
+    (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", kv_cache={"fp8"}),
+     r"^kv_cache=\{'fp8'\}: expected one of bf16, fp16, fp8, int8, fp4$"),
+    (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", price_provider=["coreweave"],
+                       price_plan="on-demand"),
+     r"^no price for gpu 'h100-sxm' from provider \['coreweave'\] plan 'on-demand' in .*prices\.csv;"
+     r" its prices: coreweave on-demand, "),
 ])
 def test_a_name_that_is_not_text_is_an_unknown_name(catalog, call, said):
     """build(model=None) printed polars' 'Comparisons with None always result in null' before
     the CatalogError, and a list or a number for a name raised polars' InvalidOperationError or
     ComputeError: the filter compared the name column with it. Any such name is unknown, said
-    as one, with the choices."""
+    as one, with the choices: a dtype in a list raised "unhashable type: 'list'" and a price
+    provider in one polars' InvalidOperationError."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with pytest.raises(CatalogError, match=said):
