@@ -264,9 +264,13 @@ def _choices(frame: pl.DataFrame, column: str) -> str:
 
 def did_you_mean(value: str, choices: Iterable[str | None]) -> str:
     """"did you mean 'seed-example'? " where one of `choices` is close to `value`, else "": a
-    one-letter typo in a name is found at once, not by reading a list of every choice."""
-    close = difflib.get_close_matches(str(value), [c for c in choices if c is not None], n=1)
-    return f"did you mean {close[0]!r}? " if close else ""
+    one-letter typo in a name is found at once, not by reading a list of every choice. Letter
+    case is not compared (a name differs from its own in capitals only, FP8 or a model as its
+    Hugging Face repository spells it, where difflib's ratio was too low to name it; the catalog
+    refuses keys that differ only in case, so no two choices fold to one)."""
+    folded = {c.casefold(): c for c in choices if c is not None}
+    close = difflib.get_close_matches(str(value).casefold(), list(folded), n=1)
+    return f"did you mean {folded[close[0]]!r}? " if close else ""
 
 
 def _one(frame: pl.DataFrame, column: str, value: str, what: str, file: Path) -> dict:
@@ -382,7 +386,8 @@ class Catalog:
         kv_cache = weights if kv_defaulted else kv_cache
         for label, dtype in (("weights", weights), ("kv_cache", kv_cache)):
             if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:   # a list is unhashable
-                raise CatalogError(f"{label}={dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
+                raise CatalogError(f"{label}={dtype!r}: {did_you_mean(dtype, DTYPE_BYTES)}expected"
+                                   f" one of {', '.join(DTYPE_BYTES)}")
         allowed = {f.name for f in fields(Scheduler)}
         unknown = set(scheduler_options) - allowed
         if unknown:
@@ -562,9 +567,10 @@ class Catalog:
             prices = (listed.filter((pl.col("provider") == provider) & (pl.col("plan") == plan))
                       if texts else listed.head(0))
         if prices.height == 0:
-            have = ", ".join(f"{a} {b}" for a, b in listed.select("provider", "plan").iter_rows())
+            plans = [f"{a} {b}" for a, b in listed.select("provider", "plan").iter_rows()]
+            hint = did_you_mean(f"{provider} {plan}", plans) if which else ""
             raise CatalogError(f"no {label} for gpu {gpu!r}{which} in {self.file('prices')};"
-                               f" its prices: {have or 'none'}")
+                               f" {hint}its prices: {', '.join(plans) or 'none'}")
         if prices.height > 1:
             raise CatalogError(f"{prices.height} {label}s for gpu {gpu!r}{which} in"
                                f" {self.file('prices')}: expected exactly one")

@@ -214,6 +214,26 @@ def test_a_misspelt_name_is_answered_with_the_closest_choice_first(catalog):
     assert "did you mean" not in str(info.value)
 
 
+@pytest.mark.parametrize(("kwargs", "said"), [
+    ({"weights": "FP8"}, r"^weights='FP8': did you mean 'fp8'\? expected one of bf16, fp16, fp8, int8,"
+                         r" fp4$"),
+    ({"weights": "bfloat16"}, r"^weights='bfloat16': did you mean 'bf16'\? expected one of bf16, "),
+    ({"kv_cache": "fp9"}, r"^kv_cache='fp9': did you mean 'fp8'\? expected one of "),
+    ({"model": "LLAMA-3.1-8B"}, r"^unknown model 'LLAMA-3.1-8B': did you mean 'llama-3.1-8b'\? "),
+    ({"price_provider": "coreweave", "price_plan": "on-demnd"},
+     r"^no price for gpu 'h100-sxm' from provider 'coreweave' plan 'on-demnd' in .*prices\.csv;"
+     r" did you mean 'coreweave on-demand'\? its prices: coreweave on-demand, lambda on-demand"),
+    ({"price_provider": "AWS", "price_plan": "On-Demand"},
+     r"did you mean 'aws on-demand'\? its prices: "),
+], ids=["dtype-case", "dtype-spelt-out", "dtype-typo", "model-case", "plan-typo", "plan-case"])
+def test_a_misspelt_dtype_or_price_plan_is_answered_with_the_closest_choice(catalog, kwargs, said):
+    """The model, GPU, stack and deployment names had a near miss named (did_you_mean), the
+    dtypes and price plans only the list of choices, and no name written in other capitals
+    (FP8, a model as its Hugging Face repository spells it) was found close to its own."""
+    with pytest.raises(CatalogError, match=said):
+        catalog.build(**{"model": "llama-3.1-8b", "gpu": "h100-sxm", **kwargs})
+
+
 @pytest.mark.parametrize(("call", "said"), [
     (lambda c: c.build(model=None, gpu="h100-sxm"), r"^unknown model None: .*models\.csv has deepseek"),
     (lambda c: c.build(model=["llama-3.1-8b"], gpu="h100-sxm"),
@@ -223,13 +243,13 @@ def test_a_misspelt_name_is_answered_with_the_closest_choice_first(catalog):
      r"^unknown serving stack for hopper GPUs None: .*gpu_efficiency\.csv has current, "),
     (lambda c: c.deployment(5), r"^unknown deployment 5: .*deployments\.csv has aibrix"),
     (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", weights=["fp8"]),
-     r"^weights=\['fp8'\]: expected one of bf16, fp16, fp8, int8, fp4$"),
+     r"^weights=\['fp8'\]: did you mean 'fp8'\? expected one of bf16, fp16, fp8, int8, fp4$"),
     (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", kv_cache={"fp8"}),
-     r"^kv_cache=\{'fp8'\}: expected one of bf16, fp16, fp8, int8, fp4$"),
+     r"^kv_cache=\{'fp8'\}: did you mean 'fp8'\? expected one of bf16, fp16, fp8, int8, fp4$"),
     (lambda c: c.build(model="llama-3.1-8b", gpu="h100-sxm", price_provider=["coreweave"],
                        price_plan="on-demand"),
      r"^no price for gpu 'h100-sxm' from provider \['coreweave'\] plan 'on-demand' in .*prices\.csv;"
-     r" its prices: coreweave on-demand, "),
+     r" did you mean 'coreweave on-demand'\? its prices: coreweave on-demand, "),
 ])
 def test_a_name_that_is_not_text_is_an_unknown_name(catalog, call, said):
     """build(model=None) printed polars' 'Comparisons with None always result in null' before
@@ -838,8 +858,9 @@ def test_a_kv_cache_dtype_that_is_no_dtype_is_refused_not_defaulted(catalog, kv_
     """Only an absent kv_cache (None) takes the weights' dtype: an empty string had been read as
     absent too, so the deployment was built with a bf16 KV cache nobody asked for, where any
     other unknown name is refused with the dtypes there are."""
-    with pytest.raises(CatalogError, match=rf"kv_cache='{kv_cache}': expected one of bf16, fp16,"
-                                           rf" fp8, int8, fp4"):
+    hint = "did you mean 'bf16'\\? " if kv_cache else ""
+    with pytest.raises(CatalogError, match=rf"kv_cache='{kv_cache}': {hint}expected one of bf16,"
+                                           rf" fp16, fp8, int8, fp4"):
         catalog.build(model="llama-3.1-8b", gpu="h100-sxm", weights="bf16", kv_cache=kv_cache)
 
 def test_kv_cache_dtypes_engines_store_still_build(catalog):
@@ -1040,7 +1061,8 @@ def test_a_deployment_row_that_does_not_build_names_its_file_and_row(copied):
         "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf16",
         "seed-example,llama-2-7b,a100-80gb-sxm,current,1,bf16,bf61"))
     with pytest.raises(CatalogError, match=rf"^{re.escape(str(deployments))}, deployment"
-                                           rf" 'seed-example': kv_dtype='bf61': expected one of"):
+                                           rf" 'seed-example': kv_dtype='bf61': did you mean"
+                                           rf" 'bf16'\? expected one of"):
         load_catalog(copied).deployment("seed-example")
 
 
