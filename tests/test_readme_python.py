@@ -13,7 +13,8 @@ import pytest
 from pipelines.roofline import load_catalog
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-MOONCAKE_EXCERPT = Path(__file__).resolve().parent / "fixtures" / "mooncake" / "conversation_trace_excerpt.jsonl"
+MOONCAKE_EXCERPT = (Path(__file__).resolve().parent / "fixtures" / "mooncake"
+                    / "conversation_trace_excerpt.jsonl")
 
 
 def _from_python_section() -> str:
