@@ -57,8 +57,10 @@ lock-step, so the replica's step time is one GPU's step time):
   token picks k of E experts, so the expected share of experts a step touches grows with its
   token count.
 - K_tok  = KV-cache bytes per token per GPU (see deployment.py for GQA / MLA sizing)
-- P_eff  = dense peak FLOP/s of the weight dtype * compute efficiency (fp8 / fp4 weights run fp8 /
-  fp4 GEMMs, so a lower precision raises the usable peak as well as cutting bytes)
+- P_eff  = dense peak FLOP/s of the GEMMs' dtype * compute efficiency: the weight dtype's where
+  the GPU has tensor cores for it (fp8 / fp4 weights run fp8 / fp4 GEMMs, so a lower precision
+  raises the usable peak as well as cutting bytes), bf16's where it serves the weights
+  weight-only (fp8 on an A100: the bytes drop, the peak does not; catalog._gemm_dtype)
 - P_attn = dense peak FLOP/s of the attention dtype * compute efficiency: attention multiplies
   activations by the KV cache, never by weights, so it runs in fp8 when the KV cache is fp8 or
   fp4 (dequantized to fp8) and the GPU has fp8 tensor cores, otherwise in bf16 (an int8 KV cache

@@ -612,3 +612,59 @@ def test_allreduce_bytes_are_charged_without_a_latency(catalog):
     assert transfer > 0.05
     assert d.prefill_s(8000) - free.prefill_s(8000) == pytest.approx(
         coef[step.ALLREDUCE_LATENCY_S], rel=1e-9)
+
+
+def test_the_documented_symbols_by_hand(catalog):
+    """docs/physics.md section 1 and step.py's docstring, worked by hand from the catalog's rows
+    (models.csv: Llama-3.1-8B has 32 layers, hidden 4096, 32 query / 8 KV heads of 128, a
+    vocabulary of 128,256 untied, 8.03 B parameters; gpus.csv: H100 SXM 989.5 / 1978.9 TFLOP/s
+    bf16 / fp8, 3,350 GB/s, 900 GB/s NVLink; A100 312 TFLOP/s bf16 and no fp8; MI300X 896 GB/s
+    over 7 peer links; gpu_efficiency.csv: hopper 0.55 / 0.71, ampere 0.65, NVLink bus 0.82,
+    12 us a round), not from the code's own properties."""
+    vocab = 128_256 * 4096                                          # V: two matrices of this
+    d = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=2, weights="fp8", kv_cache="bf16")
+    coef = d.coefficients
+    # K_tok = 2 x layers x ceil(kv_heads / tp) x head_dim x bytes(kv)
+    assert coef[step.KV_BYTES_PER_TOKEN] == 2 * 32 * 4 * 128 * 2
+    # F_tok = 2 x ((active - V - R) / tp + R), R = 0 without MLA
+    assert coef[step.FLOPS_PER_TOKEN] == pytest.approx(2 * (8.03e9 - 2 * vocab) / 2, rel=1e-12)
+    # F_seq = 2 x H / tp x P_w / P_bf16: the 16-bit LM head in the time of fp8 GEMMs
+    assert coef[step.FLOPS_PER_SEQUENCE] == pytest.approx(2 * vocab / 2 * 1978.9 / 989.5, rel=1e-12)
+    # F_attn = 2 x layers x q_heads x (qk_dim + v_dim) / tp
+    assert coef[step.ATTN_FLOPS_PER_PAIR] == 2 * 32 * 32 * (128 + 128) / 2
+    # A_bytes = 2 x layers x hidden x 2 B x 2 (tp - 1) / tp; B_link = 900 / 2 GB/s x 0.82
+    assert coef[step.ALLREDUCE_BYTES_PER_TOKEN] == 2 * 32 * 4096 * 2 * 2 * 1 / 2
+    assert coef[step.LINK_BANDWIDTH] == pytest.approx(450e9 * 0.82, rel=1e-12)
+    # A_lat = 2 x layers x ceil(log2(tp)) x 12 us: 2 rounds at tp 4
+    tp4 = catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=4)
+    assert tp4.coefficients[step.ALLREDUCE_LATENCY_S] == pytest.approx(2 * 32 * 2 * 12e-6, rel=1e-12)
+    # B_link on a mesh of 7 links: the tp - 1 to the group's peers
+    mesh = catalog.build(model="llama-3.1-8b", gpu="mi300x", tp=2)
+    assert mesh.coefficients[step.LINK_BANDWIDTH] == pytest.approx(896e9 / 2 / 7 * 0.82, rel=1e-12)
+    # P_eff: the fp8 peak where the GPU has fp8 tensor cores, bf16's where it serves fp8
+    # weight-only (A100); P_attn: bf16 for a bf16 KV cache, whatever the weights
+    assert coef[step.EFFECTIVE_FLOPS] == pytest.approx(1978.9e12 * 0.55, rel=1e-12)
+    assert coef[step.ATTN_EFFECTIVE_FLOPS] == pytest.approx(989.5e12 * 0.55, rel=1e-12)
+    a100 = catalog.build(model="llama-3.1-8b", gpu="a100-80gb-sxm", weights="fp8")
+    assert a100.coefficients[step.EFFECTIVE_FLOPS] == pytest.approx(312e12 * 0.65, rel=1e-12)
+    step_doc = " ".join(step.__doc__.split())
+    assert "P_eff = dense peak FLOP/s of the GEMMs' dtype" in step_doc and "weight-only" in step_doc
+
+    # a whole decode step, batch 1 over 1,024 tokens, on one H100 in bf16:
+    # step_s = soft(C_s, M_s) + max(F_attn x pairs / P_attn, K_tok x (read + written) / B_eff)
+    #          + O_step + O_seq
+    p_eff, b_eff = 989.5e12 * 0.55, 3350e9 * 0.71
+    c_s = (2 * (8.03e9 - 2 * vocab) + 2 * vocab) / p_eff        # F_tok + F_seq, one sequence
+    m_s = ((8.03e9 - 2 * vocab) * 2 + vocab * 2) / b_eff        # blocks + LM head, no embedding
+    attn = max(2 * 32 * 32 * 256 * 1024 / p_eff, 2 * 32 * 8 * 128 * 2 * (1024 + 1) / b_eff)
+    fixed = 0.0012 + 32 * 0.00001 + 0.000001
+    by_hand = (c_s**3 + m_s**3) ** (1 / 3) + attn + fixed
+    one = catalog.build(model="llama-3.1-8b", gpu="h100-sxm")
+    assert one.decode_step_s(1, 1024) == pytest.approx(by_hand, rel=1e-9)
+    # and a prefill chunk of n tokens after c cached: n x (c + (n - 1) / 2) pairs, one LM-head row
+    n, c = 1000, 24
+    c_s = (2 * (8.03e9 - 2 * vocab) * n + 2 * vocab) / p_eff
+    attn = max(2 * 32 * 32 * 256 * n * (c + (n - 1) / 2) / p_eff,
+               2 * 32 * 8 * 128 * 2 * (c + n) / b_eff)
+    by_hand = (c_s**3 + m_s**3) ** (1 / 3) + attn + fixed
+    assert one.prefill_s(c + n, cached_tokens=c) == pytest.approx(by_hand, rel=1e-9)
