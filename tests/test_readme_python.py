@@ -47,11 +47,13 @@ def test_the_build_in_the_examples_comment_runs():
 
 
 def test_the_errors_the_section_quotes_are_the_apis():
-    """The prose after the example quotes three messages; each is what the call raises (a
+    """The prose after the example quotes four messages; each is what the call raises (a
     trailing "..." stands for the rest)."""
     catalog = load_catalog()
     d = catalog.deployment("seed-example")
-    calls = {"tp=3 cannot split": lambda: catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=3),
+    calls = {"weights='FP8':": lambda: catalog.build(model="llama-3.1-8b", gpu="h100-sxm",
+                                                     weights="FP8"),
+             "tp=3 cannot split": lambda: catalog.build(model="llama-3.1-8b", gpu="h100-sxm", tp=3),
              "prompt_tokens=1.5:": lambda: d.prefill_s(1.5),
              "cached_tokens=100 with": lambda: d.prefill_s(100, 100)}
     prose = " ".join(_from_python_section().split())
