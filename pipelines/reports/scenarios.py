@@ -316,17 +316,23 @@ def _changes(baseline: Deployment, s: Scenario) -> list[str]:
              "replicas": s.replicas, "max sequences": s.max_seqs}
     changed = [label for label, value in after.items()
                if value is not None and value != before[label]]
-    parts = [f"{label} {before[label]} → {after[label]}" for label in changed]
+    parts = [f"{label} {_said(before[label])} → {_said(after[label])}" for label in changed]
     if {"tp", "replicas"} & set(changed):
         gpus = (s.tp or baseline.tp) * (s.replicas or baseline.replicas)
-        parts.append(f"{baseline.gpus_per_replica * baseline.replicas} → {gpus} GPUs per trace")
+        parts.append(f"{baseline.gpus_per_replica * baseline.replicas:,} → {gpus:,} GPUs per trace")
     share = s.cached_share
     if share is not None:
         parts.append("prefix cache off" if share == 0 else
                      f"an assumed {100 * share:g}% of each prompt served from the prefix cache")
     if s.output_cap is not None:
-        parts.append(f"outputs capped at {s.output_cap:,} tokens")
+        parts.append(f"outputs capped at {s.output_cap:,} token{'' if s.output_cap == 1 else 's'}")
     return parts
+
+
+def _said(value: str | int) -> str:
+    """A setting as `change` writes it: a count with comma thousands separators, as the report
+    beside it writes every count ("max sequences 256 → 10,000"), a name as it is."""
+    return f"{value:,}" if isinstance(value, int) else value
 
 
 def price_only(s: Scenario, priced: list[tuple[Deployment, str]]) -> bool:

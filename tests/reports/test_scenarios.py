@@ -265,6 +265,18 @@ def test_the_change_is_said_in_the_baselines_own_numbers(catalog, baseline):
         assert change_text(baseline, unchanged) == "nothing: the baseline's own settings"
 
 
+def test_the_change_writes_counts_as_the_pipeline_does(catalog, baseline):
+    """`change` is quoted by the report's table and headline, where every other count has comma
+    thousands separators: a fleet resized to 500 replicas read "12 → 2000 GPUs per trace" and a
+    batch cap "max sequences 256 → 100000" beside "outputs capped at 4,096 tokens", and a cap of
+    one token read "capped at 1 tokens"."""
+    assert change_text(baseline, Scenario("big", "", replicas=500, max_seqs=10_000)) == (
+        "replicas 3 → 500; max sequences 256 → 10,000; 12 → 2,000 GPUs per trace")
+    assert change_text(baseline, Scenario("one", "", output_cap=1)) == "outputs capped at 1 token"
+    assert change_text(baseline, Scenario("many", "", output_cap=4096)) == (
+        "outputs capped at 4,096 tokens")
+
+
 def test_shipped_descriptions_state_no_number_of_the_demo_fleet(catalog, baseline):
     """A description is shown for whatever fleet is replayed, beside the `change` that says the
     change in that fleet's numbers; so it may state the scenario's own settings and its GPU's
