@@ -343,9 +343,13 @@ def best_scenario(what_if: pl.DataFrame) -> dict | None:
     rows = what_if.filter((pl.col("shape") == "all") & (pl.col("delta_usd_per_day") < 0)
                           & ~pl.col("price_only")
                           & (pl.col("worst_trace_delta_p95_ttft_s") <= 0)
-                          # null where no trace has a token interval (one-token answers only,
-                          # e.g. a classifier's log): no TPOT to make worse
-                          & (pl.col("worst_trace_delta_p95_tpot_s").fill_null(0) <= 0))
+                          # null where no trace has a token interval: no TPOT to make worse
+                          # when the baseline had none either (one-token answers only, e.g. a
+                          # classifier's log), but a lever that ends every answer at its first
+                          # token (an output cap of 1) removed the TPOT there was to compare
+                          & ((pl.col("worst_trace_delta_p95_tpot_s") <= 0)
+                             | (pl.col("worst_trace_delta_p95_tpot_s").is_null()
+                                & pl.col("baseline_p95_tpot_s").is_null())))
     return rows.sort("delta_usd_per_day").row(0, named=True) if rows.height else None
 
 

@@ -276,9 +276,24 @@ def test_a_fleet_of_one_token_answers_still_gets_a_lever():
     """Every answer one token long (a classifier's log): no trace has a p95 TPOT, so its worst
     change is null; that is no TPOT made worse, and the lever is still the headline's."""
     what_if = _what_if(-8.0, -0.15).with_columns(
-        worst_trace_delta_p95_tpot_s=pl.lit(None, pl.Float64), delta_p95_tpot_s=pl.lit(None, pl.Float64))
+        worst_trace_delta_p95_tpot_s=pl.lit(None, pl.Float64), delta_p95_tpot_s=pl.lit(None, pl.Float64),
+        baseline_p95_tpot_s=pl.lit(None, pl.Float64), p95_tpot_s=pl.lit(None, pl.Float64))
     [*_, lever] = headline_facts(_tables(what_if))
     assert "the best lever that keeps every trace's p95 latency no worse, 'lever'" in lever.text
+
+
+def test_a_lever_that_leaves_no_token_interval_is_not_the_headlines():
+    """An output cap of one token removes every token interval the baseline had: its worst
+    trace's TPOT change is null too, but there was a TPOT to compare, and a lever that ends
+    every answer after its first token does not keep it 'no worse' (it was named the best
+    lever, -$1,759/day on the demo, with a scenario capped at 1 token)."""
+    what_if = pl.concat([
+        _what_if(-70.0, -0.2, scenario="cap1").with_columns(
+            worst_trace_delta_p95_tpot_s=pl.lit(None, pl.Float64),
+            delta_p95_tpot_s=pl.lit(None, pl.Float64), p95_tpot_s=pl.lit(None, pl.Float64)),
+        _what_if(-8.0, -0.15, scenario="safe")])
+    [*_, lever] = headline_facts(_tables(what_if))
+    assert "'safe'" in lever.text and "'cap1'" not in lever.text
 
 
 def test_the_headline_lever_is_the_one_that_frees_the_most_per_day():
