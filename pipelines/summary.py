@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
@@ -417,8 +418,10 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     _print_chargeback(tables)
     print("\n" + headline(tables))
     reports = settings.reports_dir()
-    shell = Path(sys.executable).with_name("duckdb")
-    print(f"\nWarehouse: {path}\n  query it: {shell} -readonly {path} \"FROM shape_spend LIMIT 5\"")
+    # quoted for the shell, so the line runs as pasted where a folder's name has a space or a quote
+    command = shlex.join([str(Path(sys.executable).with_name("duckdb")), "-readonly", str(path),
+                          "FROM shape_spend LIMIT 5"])
+    print(f"\nWarehouse: {path}\n  query it: {command}")
     print(f"Reports:   {reports / 'report.html'}, {reports / 'report.md'} (charts beside them)")
 
 

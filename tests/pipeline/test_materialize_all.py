@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -554,6 +555,19 @@ def test_summary_says_nothing_of_a_calibration_never_run(demo_conn, demo_run, mo
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(demo_run / "warehouse" / "fleetspend.duckdb"))
     assert summary.main() == 0
     assert "alibration" not in capsys.readouterr().out
+
+
+def test_summary_query_command_runs_as_printed_from_a_folder_with_spaces(demo_run, tmp_path,
+                                                                      monkeypatch, capsys):
+    """The summary's last lines give a command to query the warehouse: pasted into a shell, a
+    warehouse under `/srv/fleet data/` split into two arguments and the CLI opened neither
+    (and a quote in the path left the shell waiting for its other half)."""
+    folder = tmp_path / "fleet data" / "o'brien"
+    folder.mkdir(parents=True)
+    out = _summary_of_copy(demo_run, folder, monkeypatch, capsys, lambda conn: None)
+    command = out.split("  query it: ", 1)[1].splitlines()[0]
+    assert shlex.split(command)[1:] == ["-readonly", str(folder / "fleetspend.duckdb"),
+                                        "FROM shape_spend LIMIT 5"]
 
 
 def test_summary_piped_into_head_ends_without_a_traceback(demo_run, tmp_path):
