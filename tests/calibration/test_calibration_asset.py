@@ -78,7 +78,8 @@ def test_calibration_asset_fits_each_observed_trace(tmp_path):
                 .select("metric", "fitted").iter_rows()) == {"ttft": True, "e2e": False, "tpot": False}
     metadata = result.asset_materializations_for_node("calibrated")
     by_key = {m.asset_key.to_user_string(): m.metadata for m in metadata}
-    assert by_key["calibration"]["calibrated_traces"].value == 2
+    assert by_key["calibration"]["calibrated_traces"] == dg.MetadataValue.int(2)
+    assert "none_calibrated_because" not in by_key["calibration"]
     # which deployment each trace was fitted on, not only its factors
     assert f"| burstgpt-scale1000 | {DEPLOYMENT} | compute_efficiency |" in (
         by_key["calibration"]["parameters"].value)
@@ -192,6 +193,10 @@ def test_a_request_the_deployment_cannot_serve_is_set_aside_not_the_whole_trace(
 def test_calibration_asset_without_observations_writes_empty_tables(tmp_path):
     result, warehouse = _materialize(tmp_path, _requests(False), {})
     assert result.success
+    # a count is a number on every run, so the UI plots it over runs; why none, beside it
+    metadata = result.asset_materializations_for_node("calibrated")[0].metadata
+    assert metadata["calibrated_traces"] == dg.MetadataValue.int(0)
+    assert metadata["none_calibrated_because"].value == "no request carries observed latencies"
     with duckdb.connect(str(warehouse), read_only=True) as conn:
         assert conn.sql("SELECT count(*) FROM calibration").fetchall()[0][0] == 0
         assert "shape_error_after" in conn.sql("FROM calibration_errors").pl().columns
@@ -439,8 +444,9 @@ def test_whole_partly_observed_traces_are_replayed_and_a_bad_trace_is_skipped(tm
     only_tiny = dg.materialize([calibrated], resources=resources, run_config={
         "ops": {"calibrated": {"config": {**config, "traces": ["tiny"]}}}})
     metadata = only_tiny.asset_materializations_for_node("calibrated")[0].metadata
-    assert metadata["calibrated_traces"].value == ("none: every trace this run calibrates was"
-                                                   " skipped (skipped_traces says why)")
+    assert metadata["calibrated_traces"] == dg.MetadataValue.int(0)
+    assert metadata["none_calibrated_because"].value == (
+        "every trace this run calibrates was skipped (skipped_traces says why)")
     assert metadata["traces_from_earlier_runs"].value == ["partly"]
 
 

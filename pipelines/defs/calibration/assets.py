@@ -244,7 +244,9 @@ def _fit_metadata(summary: dict, skipped: dict) -> dict:
         # others, left out of it, were skipped too
         why = ("every trace this run calibrates was skipped (skipped_traces says why)" if skipped
                else "no request carries observed latencies")
-        return {"calibrated_traces": dg.MetadataValue.text(f"none: {why}"),
+        # the count stays a number (the UI plots a number over runs; text broke the series)
+        return {"calibrated_traces": dg.MetadataValue.int(0),
+                "none_calibrated_because": dg.MetadataValue.text(why),
                 "implausible_fits": dg.MetadataValue.md("none"),
                 "outlying_observations": dg.MetadataValue.md("none")}
     # the deployment each trace was fitted on: the config's, the default's or the kept candidate
