@@ -59,6 +59,19 @@ def test_the_readme_names_every_asset_check_the_ui_shows():
 
 
 
+def test_every_asset_and_check_says_in_the_ui_what_it_is_for():
+    """The UI shows each asset's and check's description beside it (the function's docstring
+    where no spec gives one). The ingest's balance check said only what its failure does, not
+    what it checks."""
+    graph = defs.resolve_asset_graph()
+    assert [k.to_user_string() for k in graph.get_all_asset_keys()
+            if not (graph.get(k).description or "").strip()] == []
+    described = {k.name: graph.get_check_spec(k).description or "" for k in graph.asset_check_keys}
+    assert [name for name, text in described.items() if not text.strip()] == []
+    assert described["rows_read_equal_accepted_plus_rejected"].startswith(
+        "Per trace file, the rows read = the rows accepted + the rows rejected")
+
+
 def test_the_readme_names_the_assets_materialized_together():
     """`dagster asset materialize --select request_stages` stops with Dagster's
     DagsterInvalidSubsetError traceback: the replay writes its three tables in one multi-asset.

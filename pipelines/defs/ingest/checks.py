@@ -10,8 +10,10 @@ from pipelines.warehouse import run_sql
 
 @dg.asset_check(asset="requests", blocking=True, additional_deps=["rejected_requests", "trace_files"])
 def rows_read_equal_accepted_plus_rejected(duckdb: DuckDBResource) -> dg.AssetCheckResult:
-    """A failure stops the run, which then publishes nothing: its description (one line in the
-    run log) names each unbalanced file and its counts."""
+    """Per trace file, the rows read = the rows accepted + the rows rejected, and requests and
+    rejected_requests hold exactly those rows (sql/ingest_balance.sql): no row lost or counted
+    twice by the ingest. A failure stops the run, which then publishes nothing: its description
+    (one line in the run log) names each unbalanced file and its counts."""
     with duckdb.get_connection() as conn:
         run_sql(conn, "ingest_balance")
         balance = conn.sql("SELECT * FROM ingest_balance ORDER BY file").pl()
