@@ -136,7 +136,8 @@ def lack_message(path: Path, lacks: list[tuple[str, str | None]]) -> str:
     """One line for what `lacking` found: a warehouse with no report table at all was never
     built this far; one that lacks some was built by another release (or by hand)."""
     if {table for table, column in lacks if column is None} >= set(REPORT_TABLES):
-        return f"fleetspend: {path} has no report tables yet; run `make demo`"
+        return (f"fleetspend: {path} has no report tables yet: the nightly job builds them"
+                f" (`make demo`, or your nightly job)")
     what = "; ".join(f"table {table}" if column is None else f"column {column} of table {table}"
                      for table, column in lacks)
     return (f"fleetspend: {path} lacks {what}, which the summary reads; rebuild the warehouse with"

@@ -212,12 +212,17 @@ def test_summary_names_every_table_and_column_a_warehouse_lacks(tmp_path, monkey
     assert "lacks table chargeback; column idle_usd of table fleet_summary, which" in capsys.readouterr().err
 
 
-def test_summary_of_a_warehouse_without_report_tables_says_run_the_demo(tmp_path, monkeypatch, capsys):
+def test_summary_of_a_warehouse_without_report_tables_says_run_the_nightly_job(tmp_path, monkeypatch,
+                                                                              capsys):
+    """A warehouse only ingested (`dagster asset materialize --select 'group:ingest'`) sent a
+    cron operator to `make demo` alone, as the no-warehouse line once did."""
     warehouse = tmp_path / "ingested.duckdb"
     _hand_built_warehouse(warehouse, {"trace_files": READS["trace_files"]})
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
     assert print_summary() == 1
-    assert capsys.readouterr().err == f"fleetspend: {warehouse} has no report tables yet; run `make demo`\n"
+    assert capsys.readouterr().err == (f"fleetspend: {warehouse} has no report tables yet: the"
+                                       f" nightly job builds them (`make demo`, or your nightly"
+                                       f" job)\n")
 
 
 def test_summary_of_a_warehouse_only_calibrated_prints_the_calibration(tmp_path, monkeypatch, capsys):
@@ -242,7 +247,8 @@ def test_summary_of_a_warehouse_only_calibrated_prints_the_calibration(tmp_path,
                    "  compute_efficiency 0.5 → 0.42\n"
                    "  held-out e2e (40 observed): median error 30.0% → 8.0%, shape-median baseline 12.0%\n"
                    "(catalog → fitted. Per shape: FROM calibration_errors)\n")
-    assert err == f"fleetspend: {warehouse} has no report tables yet; run `make demo`\n"
+    assert err == (f"fleetspend: {warehouse} has no report tables yet: the nightly job builds"
+                   f" them (`make demo`, or your nightly job)\n")
 
 
 def test_every_readme_command_block_running_dagster_sets_its_home():
