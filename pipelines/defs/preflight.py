@@ -232,6 +232,15 @@ def _run_config(file: Path | None, json_text: str | None):
     return json.loads(json_text) if json_text else {}
 
 
+def _one_line(exc: Exception) -> str:
+    """A reading error in one line for a cron log: PyYAML's own message spans five, quoting the
+    text around the error with a caret under it; its line, column and problem say as much."""
+    mark = getattr(exc, "problem_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError) and mark is not None and exc.problem:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}"
+    return " ".join(str(exc).split())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     given = parser.add_mutually_exclusive_group()
@@ -241,10 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         run_config = _run_config(args.config, args.config_json)
+    except UnicodeDecodeError as exc:   # only a -c file is decoded here
+        print(f"run config {args.config}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at"
+              f" offset {exc.start}); expected a YAML file in UTF-8, as dagster -c reads it",
+              file=sys.stderr)
+        return 2
     except (OSError, yaml.YAMLError, json.JSONDecodeError) as exc:
         where = f"run config {args.config}: not a readable YAML file" if args.config else \
             "run config --config-json: not readable JSON"
-        print(f"{where} ({exc})", file=sys.stderr)
+        print(f"{where} ({_one_line(exc)})", file=sys.stderr)
         return 2
     try:
         notes = check_run(settings.warehouse_path(), run_config)

@@ -794,6 +794,26 @@ def test_the_preflight_reads_config_json_as_json_as_dagster_does(tmp_path, monke
     assert err.startswith("run config --config-json: not readable JSON (") and len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("content, expected", [
+    # Windows PowerShell's `>` writes UTF-16 with a byte-order mark; dagster reads -c as UTF-8
+    ("ops: {}\n".encode("utf-16"), "not UTF-8 text (byte 0xff at offset 0); expected a YAML file"
+                                   " in UTF-8, as dagster -c reads it"),
+    (b"ops: [1\n", "not a readable YAML file (line 2, column 1: expected ',' or ']', but got"
+                   " '<stream end>')"),
+])
+def test_a_run_config_file_that_does_not_read_is_one_line(tmp_path, monkeypatch, capsys, content,
+                                                          expected):
+    """-c FILE as cron gives it: a file in UTF-16 stopped the preflight with a UnicodeDecodeError
+    traceback, and a YAML syntax error printed PyYAML's five-line message in the cron log."""
+    from pipelines.defs.preflight import main
+
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(tmp_path / "wh" / "w.duckdb"))
+    config = tmp_path / "run.yaml"
+    config.write_bytes(content)
+    assert main(["-c", str(config)]) == 2
+    assert capsys.readouterr().err == f"run config {config}: {expected}\n"
+
+
 def test_a_fleetspend_variable_nothing_reads_is_named_with_the_setting_it_is_likely_a_slip_of():
     """A cron line's FLEETSPEND_TRACES_DIR=/logs was silently ignored: the run ingested the demo's
     samples, and the preflight said where traces came from but not that a variable was set for
