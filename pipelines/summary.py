@@ -1,7 +1,8 @@
 """`python -m pipelines.summary`: print the fleet summary (led by the deployment replayed and the
 price its dollars are at; on a fleet of several, a line per deployment before the traces'), the
 top request shapes, the what-if savings and the top of the chargeback from the warehouse
-(read-only), and say where the warehouse and the report files are.
+(read-only), and say where the warehouse (published when: a failed run publishes nothing)
+and the report files are.
 Trace files the last ingest could not read come first (the figures show their previous rows, or
 leave them out), then those it read with no usable row and those with another's content (counted
 twice), the requests the replay set aside as unservable and the traces whose log names another
@@ -186,6 +187,9 @@ def main(top: int = 10) -> int:
     if problem := warehouse_problem(path):   # DuckDB's words for a log there: "in-memory database"
         print(f"fleetspend: {problem}", file=sys.stderr)
         return 1
+    # A run replaces the file whole when it publishes, and a failed run leaves it as it was:
+    # its time is the last successful run's, which the summary says beside the figures.
+    published = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc)
     try:
         with duckdb.connect(str(path), read_only=True) as conn:
             lacks = lacking(conn, READS)
@@ -211,7 +215,7 @@ def main(top: int = 10) -> int:
         print(unreadable_message(path, exc), file=sys.stderr)
         return 1
     _print_summary(path, tables, caveats, ingested, failed, incomplete, duplicates, unserved,
-                   other_models, calibrated, top, prices)
+                   other_models, calibrated, top, prices, published)
     return 0
 
 
@@ -336,11 +340,14 @@ def _stale_since(ingested: Mapping[str, tuple[datetime, str]],
 def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, str]],
                    ingested: dict[str, tuple[datetime, str]], failed: list[tuple], incomplete: list[tuple],
                    duplicates: list[str], unserved: list[tuple], other_models: list[str],
-                   calibrated: list[tuple], top: int, prices: list[tuple]) -> None:
+                   calibrated: list[tuple], top: int, prices: list[tuple],
+                   published: datetime) -> None:
     """The summary on stdout. It runs after `lacking` found every column it reads, so an error
     here is a bug of the summary, and it propagates as one. `prices`: rows of
     sql/report_prices.sql, the deployment replayed and its price, said as the report says them
-    (text.deployment_sentence): every dollar below is GPU-hours at that price."""
+    (text.deployment_sentence): every dollar below is GPU-hours at that price. `published`:
+    when the warehouse file was published, so that figures read after a failed night are not
+    taken for that night's."""
     if failed:
         print(f"\n== Trace files the last ingest could not read: {len(failed)} ==")
         print("\n".join(_failed_lines(failed)))
@@ -422,7 +429,8 @@ def _print_summary(path: Path, tables: ReportTables, caveats: list[tuple[str, st
     # quoted for the shell, so the line runs as pasted where a folder's name has a space or a quote
     command = shlex.join([str(Path(sys.executable).with_name("duckdb")), "-readonly", str(path),
                           "FROM shape_spend LIMIT 5"])
-    print(f"\nWarehouse: {path}\n  query it: {command}")
+    print(f"\nWarehouse: {path}, published {published:%Y-%m-%d %H:%M} UTC by the last run that"
+          f" succeeded (a run that fails publishes nothing)\n  query it: {command}")
     print(f"Reports:   {reports / 'report.html'}, {reports / 'report.md'} (charts beside them)")
 
 

@@ -583,6 +583,20 @@ def test_summary_query_command_runs_as_printed_from_a_folder_with_spaces(demo_ru
                                         "FROM shape_spend LIMIT 5"]
 
 
+def test_summary_says_when_the_warehouse_it_reads_was_published(demo_run, tmp_path, monkeypatch,
+                                                             capsys):
+    """A run that fails publishes nothing, so the summary run by hand after a failed night
+    printed the last good run's figures with nothing to say they were not tonight's: it says
+    when the file it read was published."""
+    warehouse = tmp_path / "fleetspend.duckdb"
+    shutil.copy(demo_run / "warehouse" / "fleetspend.duckdb", warehouse)
+    os.utime(warehouse, (1_700_000_000, 1_700_000_000))
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(warehouse))
+    assert summary.main() == 0
+    assert (f"\nWarehouse: {warehouse}, published 2023-11-14 22:13 UTC by the last run that"
+            f" succeeded (a run that fails publishes nothing)\n") in capsys.readouterr().out
+
+
 def test_summary_piped_into_head_ends_without_a_traceback(demo_run, tmp_path):
     """`python -m pipelines.summary | head` closes the pipe after a line: the summary died with
     a BrokenPipeError traceback. (Here 3,000 new files of the warehouse's folder make a summary
