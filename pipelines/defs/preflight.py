@@ -142,7 +142,8 @@ def run_choices(run_config) -> RunChoices:
 
 
 def _setting_problems(warehouse: Path) -> list[str]:
-    """Settings the code location itself reads from the environment: a bad FLEETSPEND_NIGHTLY_CRON
+    """Settings the code location itself reads from the environment (and a FLEETSPEND_WAREHOUSE
+    written as a folder, which its resolved path no longer shows): a bad FLEETSPEND_NIGHTLY_CRON
     stops every dagster command from loading the definitions, and a DAGSTER_HOME that cannot be
     made every command that opens the instance, so the command names them first; and a run
     holding `warehouse` for longer than FLEETSPEND_LOCK_WAIT_S, which a new run would wait for
@@ -150,6 +151,13 @@ def _setting_problems(warehouse: Path) -> list[str]:
     from pipelines.defs.schedules import nightly_schedule  # schedules imports this module
 
     problems = []
+    # A folder meant (`/srv/warehouse/`) where none is yet: the path resolves without its slash,
+    # and the run would publish a database file of the folder's name. An existing folder is
+    # warehouse_problem's to name.
+    raw = os.environ.get("FLEETSPEND_WAREHOUSE", "").strip()
+    if raw.endswith(("/", os.sep)) and not warehouse.is_dir():
+        problems.append(f"FLEETSPEND_WAREHOUSE={raw}: ends in '/', a folder; expected the"
+                        f" warehouse's DuckDB file, e.g. {warehouse / 'fleetspend.duckdb'}")
     try:
         nightly_schedule(settings.nightly_cron(), settings.warehouse_path())
     except ValueError as exc:

@@ -412,6 +412,26 @@ def test_a_warehouse_path_holding_another_kind_of_file_is_named(tmp_path, monkey
     assert _command(tmp_path, monkeypatch, capsys, None)[0] == 0
 
 
+def test_a_warehouse_setting_that_names_a_folder_is_named(tmp_path, monkeypatch, capsys):
+    """FLEETSPEND_WAREHOUSE=/srv/warehouse/, a folder meant, where none is yet: the preflight
+    said ok and the run published a database file named `warehouse` where the folder belongs.
+    (An existing folder is named as one already.)"""
+    from pipelines.defs.preflight import main
+
+    folder = tmp_path / "warehouse"
+    monkeypatch.setenv("FLEETSPEND_WAREHOUSE", f"{folder}/")
+    assert main([]) == 2
+    assert capsys.readouterr().err.splitlines()[1:] == [
+        f"- FLEETSPEND_WAREHOUSE={folder}/: ends in '/', a folder; expected the warehouse's DuckDB"
+        f" file, e.g. {folder / 'fleetspend.duckdb'}"]
+    assert not folder.exists()
+    folder.mkdir()
+    assert main([]) == 2
+    assert capsys.readouterr().err.splitlines()[1:] == [
+        f"- FLEETSPEND_WAREHOUSE={folder}: exists and is not a file (a folder?); expected the"
+        f" warehouse's DuckDB file, e.g. {folder / 'fleetspend.duckdb'}"]
+
+
 def test_a_trace_folder_without_trace_files_is_named(tmp_path, monkeypatch, capsys):
     (tmp_path / "inbox").mkdir()
     (tmp_path / "inbox" / "README.md").write_text("logs go here\n")
