@@ -477,6 +477,14 @@ def test_a_misspelled_trace_in_the_config_fails_naming_the_observed_ones(tmp_pat
     config = {"fit_metrics_by_trace": {"burstgpt-scale-100": ["ttft"]}}
     with pytest.raises(dg.Failure, match=r"config.fit_metrics_by_trace: trace 'burstgpt-scale-100'"):
         _materialize(tmp_path, _requests(True), config)
+    # where no log observes a latency (the README's command on the demo's samples), the line
+    # said "expected one of the traces with observed latencies: none"
+    config = {"deployments": {"my-trace": DEPLOYMENT}}
+    (tmp_path / "unobserved").mkdir()
+    with pytest.raises(dg.Failure, match=r"trace 'my-trace': no ingested file has that trace name"
+                                         r" .*; no ingested trace carries observed latencies: there"
+                                         r" is none to calibrate$"):
+        _materialize(tmp_path / "unobserved", _requests(False), config)
 
 
 def test_a_trace_named_in_the_config_is_told_apart_from_one_without_observations(tmp_path):

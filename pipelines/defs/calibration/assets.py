@@ -210,6 +210,9 @@ def _unknown_traces(config: CalibrationConfig, ingested: set[str], observed: lis
     settings_naming = {"traces": config.traces, "deployments": config.deployments,
                        "candidates": config.candidates,
                        "fit_metrics_by_trace": config.fit_metrics_by_trace}
+    expected = (f"expected one of the traces with observed latencies: {', '.join(observed)}"
+                if observed else "no ingested trace carries observed latencies: there is none to"
+                                 " calibrate")
     lines = []
     for trace in sorted(set().union(*settings_naming.values()) - set(observed)):
         fields = " and ".join(f"ops.{CALIBRATION_OP}.config.{field}"
@@ -218,8 +221,7 @@ def _unknown_traces(config: CalibrationConfig, ingested: set[str], observed: lis
                if trace in ingested else
                "no ingested file has that trace name (a file's name less its format and"
                " compression suffixes: log.json.gz is trace log)")
-        lines.append(f"calibration config {fields}: trace {trace!r}: {why}; expected one of the"
-                     f" traces with observed latencies: {', '.join(observed) or 'none'}")
+        lines.append(f"calibration config {fields}: trace {trace!r}: {why}; {expected}")
     return lines
 
 
