@@ -108,11 +108,16 @@ def _alive(pid: int) -> bool:
 
 
 def _duration(seconds: float) -> str:
-    """`seconds` as an operator reads it in a log: 45 s, 12 min, 3 h 5 min."""
+    """`seconds` as an operator reads it in a log: 5.3 s, 45 s, 12 min, 3 h, 3 h 5 min. Tenths
+    below 10 s: a lock held 5.3 s under a 5 s bound read "for 5 s, longer than ...=5"."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     if seconds < 120:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h" + (f" {minutes % 60} min" if minutes % 60 else "")
 
 
 def _copy_durably(source: Path, target: Path) -> None:

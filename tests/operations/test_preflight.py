@@ -513,7 +513,7 @@ def test_a_run_holding_the_warehouse_past_the_lock_wait_is_named(tmp_path, monke
         hung.wait(timeout=30)
     assert code == 2 and "Traceback" not in err
     assert (f"- warehouse {warehouse}: the run in process {hung.pid} has held its writer lock for "
-            f"4 h 0 min, longer than FLEETSPEND_LOCK_WAIT_S=3600; a run now would wait for it and "
+            f"4 h, longer than FLEETSPEND_LOCK_WAIT_S=3600; a run now would wait for it and "
             f"give up. If it is hung, stop it (kill {hung.pid}) and run again: the lock is freed "
             f"when it exits") in err
     code, out, _ = _command(tmp_path, monkeypatch, capsys, None)

@@ -120,16 +120,26 @@ def test_a_run_gives_up_on_a_hung_run_after_the_bound(tmp_path, monkeypatch):
         hung.kill()
         hung.wait(timeout=30)
     assert re.fullmatch(
-        rf"warehouse {re.escape(str(published))}: gave up after waiting \d+ s "
+        rf"warehouse {re.escape(str(published))}: gave up after waiting \d+(\.\d)? s "
         rf"\(FLEETSPEND_LOCK_WAIT_S=1.5\) for the run in process {hung.pid}, which holds its "
         rf"writer lock; nothing was written. If that run is hung, stop it \(kill {hung.pid}\) "
         rf"and run again: the lock is freed when it exits", str(failure.value))
     assert lines[0] == (f"waiting for the run in process {hung.pid} to publish {published} "
-                        f"(at most 2 s, FLEETSPEND_LOCK_WAIT_S)")
+                        f"(at most 1.5 s, FLEETSPEND_LOCK_WAIT_S)")
     assert any(line.startswith(f"still waiting for the run in process {hung.pid}") for line in lines)
     assert not list(private_dir(published).glob("run-r2*"))
     _run(published, "r3", 3)  # the hung run gone, the lock is free again
     assert _value(published) == 3
+
+
+@pytest.mark.parametrize("seconds, said", [
+    (5.3, "5.3 s"), (1.5, "1.5 s"), (0.0, "0.0 s"), (45, "45 s"), (720, "12 min"),
+    (10800, "3 h"), (11100, "3 h 5 min")])
+def test_durations_in_the_lock_messages_read_as_their_bound(seconds, said):
+    """Under FLEETSPEND_LOCK_WAIT_S=5 the preflight said a run had held the lock "for 5 s,
+    longer than FLEETSPEND_LOCK_WAIT_S=5" (5.3 s rounded), and the default wait was "at most
+    3 h 0 min"."""
+    assert publish._duration(seconds) == said
 
 
 def test_a_lock_held_by_no_live_run_names_no_pid_to_kill(tmp_path):
