@@ -661,6 +661,8 @@ def test_summary_reads_no_table_or_column_it_does_not_check(demo_run, tmp_path, 
         for table, columns in summary.READS.items():
             kept = ", ".join(sorted(columns)) or "NULL AS unused"
             conn.execute(f"CREATE TABLE {table} AS SELECT {kept} FROM demo.{table}")
+    # published at the same time as the demo's (the summary says when, from the file's time)
+    os.utime(cut, ns=(full.stat().st_atime_ns, full.stat().st_mtime_ns))
     monkeypatch.setenv("FLEETSPEND_WAREHOUSE", str(cut))
     assert summary.main() == 0
     assert capsys.readouterr().out.replace(str(cut), "WAREHOUSE") == expected
