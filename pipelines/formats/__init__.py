@@ -80,10 +80,13 @@ def read_trace(path: str | Path, format: str | None = None, *, duplicates: str =
                                    f" them); expected {_EXPECTED.get(name, f'a {name} request log')}")
         try:
             return _with_model(reader(plain, path, sha256_of(path), policies, **options), model)
-        # ComputeError is raised while scanning, e.g. where the text is not UTF-8; the others
+        # ComputeError is raised while scanning, e.g. where the text is not UTF-8; the other two
         # where a value is of a type no check expects (a list or an object where a number
-        # belongs), which would otherwise fail the whole folder's ingest with a traceback
-        except pl.exceptions.PolarsError as exc:
+        # belongs), which would otherwise fail the whole folder's ingest with a traceback. Not
+        # every PolarsError: a ColumnNotFoundError is a reader's own bug, not the file's, and
+        # propagates as one.
+        except (pl.exceptions.ComputeError, pl.exceptions.SchemaError,
+                pl.exceptions.InvalidOperationError) as exc:
             expected = _EXPECTED.get(name, f"a {name} request log")
             if (at := invalid_utf8_at(plain)) is not None:
                 raise TraceFormatError(f"{path}: not UTF-8 text (byte {at[0]}, line {at[1]});"
